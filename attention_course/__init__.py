@@ -1,0 +1,10 @@
+"""What students import: data, vocabularies and batching, training, plots and checks.
+
+The pieces live in small modules; the most used names are re-exported here::
+
+    from attention_course import set_seed, grading_mode, budget
+"""
+
+from attention_course.runtime import GRADING_ENV, budget, device, grading_mode, set_seed
+
+__all__ = ["GRADING_ENV", "budget", "device", "grading_mode", "set_seed"]

@@ -1,0 +1,112 @@
+"""A small training loop: a tqdm progress bar, a time budget and a history.
+
+::
+
+    history = train(model, next_batch, loss_fn, seconds=budget(30, 4), max_steps=2000,
+                    evaluate=lambda m: {"accuracy": accuracy(m)}, eval_every=100)
+    plot_history(history)
+
+``next_batch(step)`` returns a batch; ``loss_fn(model, batch)`` returns a scalar loss.
+Training stops at ``max_steps`` or when ``seconds`` have passed, whichever comes first,
+so a notebook keeps its time budget on a slow laptop (it just trains fewer steps).
+"""
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from tqdm.auto import tqdm
+
+from attention_course.runtime import grading_mode
+
+
+@dataclass
+class History:
+    """What happened during training: loss per step, metrics per evaluation."""
+
+    steps: list[int] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    eval_steps: list[int] = field(default_factory=list)
+    metrics: dict[str, list[float]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def log_metrics(self, step: int, values: dict[str, float]) -> None:
+        self.eval_steps.append(step)
+        for name, value in values.items():
+            self.metrics.setdefault(name, []).append(float(value))
+
+    def last(self, name: str) -> float:
+        """The last value of a metric (or of the loss, with ``name="loss"``)."""
+        if name == "loss":
+            return self.losses[-1]
+        if not self.metrics.get(name):
+            raise KeyError(f"no metric {name!r} was logged; logged: {sorted(self.metrics)}")
+        return self.metrics[name][-1]
+
+
+def train(
+    model: torch.nn.Module,
+    next_batch: Callable[[int], object],
+    loss_fn: Callable[[torch.nn.Module, object], torch.Tensor],
+    *,
+    seconds: float,
+    max_steps: int,
+    lr: float = 3e-3,
+    optimizer: torch.optim.Optimizer | None = None,
+    clip_grad_norm: float | None = 1.0,
+    evaluate: Callable[[torch.nn.Module], dict[str, float]] | None = None,
+    eval_every: int = 100,
+    progress: bool | None = None,
+) -> History:
+    """Train ``model`` with Adam (or ``optimizer``) until ``max_steps`` or ``seconds`` run out.
+
+    ``evaluate(model)`` is called in ``eval`` mode under ``torch.no_grad()`` every
+    ``eval_every`` steps and once at the end; its dict of numbers goes into the history.
+    The progress bar is hidden in grading mode unless ``progress=True``.
+    """
+    if seconds <= 0 or max_steps < 1:
+        raise ValueError(f"need seconds > 0 and max_steps >= 1, got {seconds}, {max_steps}")
+    optimizer = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
+    history = History()
+    show = (not grading_mode()) if progress is None else progress
+    bar = tqdm(total=max_steps, disable=not show, desc="training", leave=False)
+    start = time.perf_counter()
+
+    def run_eval(step):
+        if evaluate is None:
+            return
+        model.eval()
+        with torch.no_grad():
+            history.log_metrics(step, evaluate(model))
+        model.train()
+
+    step = 0
+    model.train()
+    while step < max_steps and time.perf_counter() - start < seconds:
+        batch = next_batch(step)
+        loss = loss_fn(model, batch)
+        if not math.isfinite(loss.item()):
+            raise FloatingPointError(
+                f"loss became {loss.item()} at step {step}: try a smaller learning rate, "
+                "or check for a softmax over an all-masked row"
+            )
+        optimizer.zero_grad()
+        loss.backward()
+        if clip_grad_norm:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
+        optimizer.step()
+        step += 1
+        history.steps.append(step)
+        history.losses.append(loss.item())
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+        if evaluate is not None and step % eval_every == 0:
+            run_eval(step)
+    bar.close()
+    if evaluate is not None and (not history.eval_steps or history.eval_steps[-1] != step):
+        run_eval(step)
+    history.seconds = time.perf_counter() - start
+    model.eval()
+    return history
