@@ -1,0 +1,245 @@
+"""``grade``: autograde a folder of submissions in grading mode, write grades and feedback.
+
+Input, nbgrader's submitted layout::
+
+    SUBMISSIONS/<student>/<chapter>/<chapter>.ipynb
+
+Output::
+
+    OUT/grades.csv                         one row per student, chapter and graded cell
+    OUT/feedback/<student>/<chapter>.html  what the student gets back (no hidden tests)
+    OUT/gradebook.db                       nbgrader's gradebook: holds the hidden tests, keep it private
+    OUT/nbgrader/                          nbgrader's working folders (submitted, autograded, feedback)
+
+One bad submission never stops the batch: an unreadable notebook, a missing one or one
+whose kernel dies gets zero points on every cell, with the reason in the ``status`` column.
+"""
+
+import csv
+import json
+import os
+import shutil
+import time
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from attention_course.runtime import GRADING_ENV
+from autograder.chapters import ALL_CHAPTERS, CourseError, chapters_in, solution_path
+from autograder.nbgrader_settings import COURSE_ID, course_config
+from autograder.release import _nbgrader_api, validate_solution_notebook
+
+CSV_COLUMNS = ("student", "chapter", "cell", "points", "max_points", "status")
+
+
+@dataclass
+class GradeRow:
+    student: str
+    chapter: str
+    cell: str
+    points: float
+    max_points: float
+    status: str
+
+
+@dataclass
+class GradeReport:
+    rows: list[GradeRow] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def totals(self) -> dict[tuple[str, str], tuple[float, float]]:
+        """(student, chapter) -> (points, max points)."""
+        out: dict[tuple[str, str], tuple[float, float]] = {}
+        for r in self.rows:
+            p, m = out.get((r.student, r.chapter), (0.0, 0.0))
+            out[(r.student, r.chapter)] = (p + r.points, m + r.max_points)
+        return out
+
+
+@contextmanager
+def grading_environment():
+    """Set grading mode for every kernel started inside the block."""
+    previous = os.environ.get(GRADING_ENV)
+    os.environ[GRADING_ENV] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(GRADING_ENV, None)
+        else:
+            os.environ[GRADING_ENV] = previous
+
+
+def discover(submissions: Path, known: list[str]) -> tuple[dict[str, dict[str, Path]], list[str]]:
+    """``{student: {chapter: notebook path}}`` and the problems found on the way."""
+    if not submissions.exists():
+        raise CourseError(f"submissions folder {submissions} does not exist")
+    if not submissions.is_dir():
+        raise CourseError(f"{submissions} is a file; expected a folder of <student>/<chapter>/ folders")
+    found: dict[str, dict[str, Path]] = {}
+    problems = []
+    for student_dir in sorted(submissions.iterdir()):
+        if student_dir.name.startswith("."):
+            continue
+        if not student_dir.is_dir():
+            problems.append(f"{student_dir}: not a student folder, skipped")
+            continue
+        for chapter_dir in sorted(student_dir.iterdir()):
+            if chapter_dir.name.startswith("."):
+                continue
+            if chapter_dir.name not in known:
+                problems.append(
+                    f"{chapter_dir}: {chapter_dir.name!r} is not a chapter of this course "
+                    f"({', '.join(known)}), skipped"
+                )
+                continue
+            found.setdefault(student_dir.name, {})[chapter_dir.name] = (
+                chapter_dir / f"{chapter_dir.name}.ipynb"
+            )
+        if student_dir.name not in found:
+            problems.append(f"{student_dir}: no chapter folders inside, skipped")
+    if not found:
+        raise CourseError(
+            f"no submissions found in {submissions}: expected "
+            f"{submissions}/<student>/<chapter>/<chapter>.ipynb"
+        )
+    return found, problems
+
+
+def read_submission(path: Path) -> str | None:
+    """None when ``path`` is a notebook nbgrader can grade, else the reason it is not."""
+    if not path.is_file():
+        return f"missing: no {path.name} in {path.parent}"
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        return f"unreadable: {path.name} is not valid JSON ({error})"
+    except Exception as error:  # nbformat raises several kinds for a broken notebook
+        return f"unreadable: {path.name} is not a notebook ({type(error).__name__}: {error})"
+    if not any(c.cell_type == "code" for c in nb.cells):
+        return f"unreadable: {path.name} has no code cells"
+    return None
+
+
+def graded_cells(root: Path, chapter: str) -> list[tuple[str, float]]:
+    """(grade id, points) of every graded cell of a chapter, in notebook order."""
+    nb = nbformat.read(solution_path(root, chapter), as_version=4)
+    cells = []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade"):
+            cells.append((meta["grade_id"], float(meta.get("points", 0))))
+    return cells
+
+
+def grade(
+    root: Path, submissions: Path, out: Path, chapters: list[str] | None = None, log=print
+) -> GradeReport:
+    """Grade every submission under ``submissions``; write ``out/grades.csv`` and feedback."""
+    start = time.perf_counter()
+    # nbgrader's gradebook code triggers harmless SQLAlchemy warnings on every submission
+    warnings.filterwarnings("ignore", module="nbgrader")
+    warnings.filterwarnings("ignore", message=".*not in session.*")
+    known = chapters_in(root)
+    if chapters:
+        unknown = [c for c in chapters if c not in ALL_CHAPTERS or c not in known]
+        if unknown:
+            raise CourseError(f"unknown chapter(s): {', '.join(unknown)}")
+        known = list(chapters)
+    found, problems = discover(Path(submissions), known)
+    report = GradeReport(problems=problems)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = out / "nbgrader"
+    if work.exists():
+        shutil.rmtree(work)
+    db = out / "gradebook.db"
+    db.unlink(missing_ok=True)
+    config = course_config(
+        work,
+        db_url=f"sqlite:///{db.resolve()}",
+        source_directory=work / "source",
+        release_directory=work / "release",
+        submitted_directory=work / "submitted",
+        autograded_directory=work / "autograded",
+        feedback_directory=work / "feedback",
+    )
+    api = _nbgrader_api(config)
+
+    wanted = sorted({ch for chs in found.values() for ch in chs}, key=ALL_CHAPTERS.index)
+    for chapter in wanted:
+        validate_solution_notebook(solution_path(root, chapter))
+        shutil.copytree(root / "solutions" / chapter, work / "source" / chapter)
+        result = api.generate_assignment(chapter, force=True, create=True)
+        if not result["success"]:
+            raise CourseError(f"could not prepare {chapter} for grading:\n{result.get('error')}")
+
+    for student, chapter_paths in sorted(found.items()):
+        for chapter in wanted:
+            cells = graded_cells(root, chapter)
+            path = chapter_paths.get(chapter)
+            reason = read_submission(path) if path else f"missing: no {chapter}/ folder"
+            if reason is None:
+                log(f"grading {student} / {chapter} ...")
+                reason = _autograde_one(api, work, path, student, chapter, out)
+            scores = {} if reason else _scores(db, student, chapter)
+            for cell, max_points in cells:
+                points = scores.get(cell)
+                status = reason or ("graded" if points is not None else "not graded: no score recorded")
+                report.rows.append(GradeRow(student, chapter, cell, points or 0.0, max_points, status))
+            if reason:
+                report.problems.append(f"{student} / {chapter}: {reason}")
+    write_csv(report.rows, out / "grades.csv")
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _autograde_one(api, work: Path, notebook: Path, student: str, chapter: str, out: Path) -> str | None:
+    """Autograde one submission and copy its feedback; None on success, else the reason."""
+    target = work / "submitted" / student / chapter
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(notebook, target / f"{chapter}.ipynb")
+    with grading_environment():
+        result = api.autograde(chapter, student, force=True, create=True)
+    if not result["success"]:
+        last = (result.get("error") or result.get("log") or "").strip().splitlines()[-1:]
+        return "not graded: nbgrader failed (" + (last[0] if last else "no message") + ")"
+    feedback = api.generate_feedback(chapter, student, force=True)
+    html = work / "feedback" / student / chapter / f"{chapter}.html"
+    if feedback["success"] and html.is_file():
+        destination = out / "feedback" / student / f"{chapter}.html"
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(html, destination)
+    return None
+
+
+def _scores(db: Path, student: str, chapter: str) -> dict[str, float]:
+    """Points per graded cell from the gradebook (None scores are left out)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(f"sqlite:///{db.resolve()}", COURSE_ID) as gb:
+        try:
+            notebook = gb.find_submission_notebook(chapter, chapter, student)
+        except MissingEntry:
+            return {}
+        return {g.name: float(g.score) for g in notebook.grades if g.score is not None}
+
+
+def write_csv(rows: list[GradeRow], path: Path) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(CSV_COLUMNS)
+        for r in rows:
+            writer.writerow([r.student, r.chapter, r.cell, f"{r.points:g}", f"{r.max_points:g}", r.status])
+
+
+def read_csv(path: Path) -> list[GradeRow]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return [
+            GradeRow(r["student"], r["chapter"], r["cell"], float(r["points"]), float(r["max_points"]), r["status"])
+            for r in csv.DictReader(f)
+        ]

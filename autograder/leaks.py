@@ -1,0 +1,49 @@
+"""Finding solution code and hidden tests where they must not be (released notebooks, the
+built website).
+
+A *secret line* is a line of a solution region (``### BEGIN SOLUTION`` ..
+``### END SOLUTION``) or of a hidden-test region (``### BEGIN HIDDEN TESTS`` ..
+``### END HIDDEN TESTS``) of a solution notebook, long enough to be distinctive, that
+occurs nowhere else in the notebook (a visible test may share an import with a hidden one).
+"""
+
+import re
+from pathlib import Path
+
+import nbformat
+
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+_REGIONS = (("BEGIN SOLUTION", "END SOLUTION"), ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS"))
+MIN_SECRET_CHARS = 12  # shorter lines (`return out`, `)`) also occur in the released text
+
+
+def secret_lines(solution_notebook: Path) -> set[str]:
+    """Distinctive stripped lines inside solution and hidden-test regions."""
+    nb = nbformat.read(solution_notebook, as_version=4)
+    secrets, public = set(), set()
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            public.update(line.strip() for line in cell.source.splitlines())
+            continue
+        inside = False
+        for line in cell.source.splitlines():
+            if any(begin in line for begin, _ in _REGIONS):
+                inside = True
+                continue
+            if any(end in line for _, end in _REGIONS):
+                inside = False
+                continue
+            text = line.strip()
+            if not inside:
+                public.add(text)
+            elif len(text) >= MIN_SECRET_CHARS and re.search(r"[A-Za-z]", text):
+                if not text.startswith("#"):
+                    secrets.add(text)
+    return secrets - public
+
+
+def find_leaks(text: str, secrets: set[str]) -> list[str]:
+    """Markers and secret lines that occur in ``text``."""
+    found = [m for m in MARKERS if m in text]
+    found += sorted(s for s in secrets if s in text)
+    return found

@@ -1,0 +1,53 @@
+"""The nbgrader configuration of the course, in one place.
+
+Used by the course's own commands and, through the top-level ``nbgrader_config.py``, by
+plain ``nbgrader`` commands run from the repository root.
+"""
+
+from traitlets.config import Config
+
+COURSE_ID = "attention-course"
+
+# What a student sees in place of a solution region. The exercise's own hint sits in a
+# comment just above the region in the solution notebook, so it survives the release.
+CODE_STUB = (
+    "# YOUR CODE HERE\n"
+    'raise NotImplementedError("Exercise not done yet: replace these two lines with your code.")'
+)
+
+# A cell may run this long before the kernel is interrupted. Generous, because a loaded
+# machine can take 10 s just to import torch (TOOLING.md); grading mode keeps training short.
+CELL_TIMEOUT_S = 180
+
+
+def configure(c: Config) -> Config:
+    """Fill ``c`` with the course's nbgrader settings and return it."""
+    c.CourseDirectory.course_id = COURSE_ID
+    c.CourseDirectory.source_directory = "solutions"
+    c.CourseDirectory.release_directory = "notebooks"
+    c.ClearSolutions.code_stub = {"python": CODE_STUB}
+    c.ClearSolutions.enforce_metadata = True
+    c.Execute.timeout = CELL_TIMEOUT_S
+    # A student who deletes a graded cell gets it back instead of a silent "needs manual grade".
+    c.OverwriteCells.add_missing_cells = True
+    # Feedback shows the visible tests and their results, never the hidden tests' code
+    # (not even in a traceback).
+    c.GenerateFeedback.preprocessors = [
+        "nbgrader.preprocessors.GetGrades",
+        "nbgrader.preprocessors.ClearHiddenTests",
+        "autograder.feedback.ShortTracebacks",
+        "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+    ]
+    return c
+
+
+def course_config(root, db_url: str | None = None, **directories: str) -> Config:
+    """The configuration for a course rooted at ``root`` (optionally with another gradebook
+    or other step directories, e.g. ``release_directory="/tmp/x"``)."""
+    c = configure(Config())
+    c.CourseDirectory.root = str(root)
+    if db_url:
+        c.CourseDirectory.db_url = db_url
+    for name, value in directories.items():
+        setattr(c.CourseDirectory, name, str(value))
+    return c

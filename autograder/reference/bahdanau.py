@@ -1,0 +1,183 @@
+"""Additive attention and an RNN decoder that attends to the source (chapter 02).
+
+Bahdanau, Cho and Bengio (2015) let the decoder look back at every encoder state h_j at
+every step i, instead of only at the final one (chapter 01's bottleneck):
+
+    e_ij = a(s_{i-1}, h_j) = v_a^T tanh(W_a s_{i-1} + U_a h_j)    (alignment scores)
+    alpha_ij = exp(e_ij) / sum_k exp(e_ik)                        (attention weights)
+    c_i = sum_j alpha_ij h_j                                      (context vector)
+    s_i = GRU([E y_{i-1}; c_i], s_{i-1})
+
+Luong, Pham and Manning (2015) proposed cheaper scores: ``dot`` s^T h_j and ``general``
+s^T W_a h_j. (Luong score the *current* decoder state h_t; here every score reads s_{i-1}
+as Bahdanau's does, so the three are interchangeable in one decoder.)
+
+Shapes: B batch, S source length, T target length, V vocabulary, H_dec decoder state
+size, H_enc encoder state size, A attention size. Mask convention: ``src_mask[b, j]`` is
+True where source position j of sequence b is a real token, False at padding. A fully
+masked row gives all-zero weights and a zero context (as in chapter 04).
+
+The model follows chapter 01's decoding interface (``encode`` / ``decode_step``), so
+:func:`~autograder.reference.seq2seq.greedy_decode` drives it unchanged, and
+:func:`greedy_decode_with_attention` also returns the weights for alignment heatmaps.
+"""
+
+import torch
+from torch import nn
+
+from autograder.reference.seq2seq import EncoderOutput, Seq2Seq, greedy_decode
+
+
+class AdditiveScore(nn.Module):
+    """Bahdanau's alignment model: e_j = v^T tanh(W s + U h_j).
+
+    forward(s (B, H_dec), h (B, S, H_enc), keys=None) -> scores (B, S).
+
+    ``U h_j`` does not depend on the decoder step, so a decoder can compute it once per
+    source with :meth:`project_keys` and pass it as ``keys`` (B, S, A) (Bahdanau et al.
+    2015, appendix A.1.2).
+    """
+
+    def __init__(self, d_query: int, d_key: int, d_attn: int):
+        super().__init__()
+        self.W = nn.Linear(d_query, d_attn, bias=False)
+        self.U = nn.Linear(d_key, d_attn, bias=False)
+        self.v = nn.Linear(d_attn, 1, bias=False)
+
+    def project_keys(self, h: torch.Tensor) -> torch.Tensor:
+        return self.U(h)  # (B, S, A)
+
+    def forward(self, s: torch.Tensor, h: torch.Tensor, keys: torch.Tensor | None = None) -> torch.Tensor:
+        keys = self.U(h) if keys is None else keys  # U h_j                     (B, S, A)
+        query = self.W(s)[:, None, :]  # W s, broadcast over positions        (B, 1, A)
+        # e_j = v^T tanh(W s + U h_j)
+        return self.v(torch.tanh(query + keys)).squeeze(-1)  # (B, S)
+
+
+def dot_score(s: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """Luong's dot score e_j = s^T h_j. s: (B, H), h: (B, S, H) -> (B, S)."""
+    return (h @ s[:, :, None]).squeeze(-1)  # (B, S, H) @ (B, H, 1) -> (B, S)
+
+
+def general_score(s: torch.Tensor, h: torch.Tensor, W_a: torch.Tensor) -> torch.Tensor:
+    """Luong's general score e_j = s^T W_a h_j.
+
+    s: (B, H_dec), h: (B, S, H_enc), W_a: (H_dec, H_enc) -> (B, S).
+    """
+    query = s @ W_a  # s^T W_a                                              (B, H_enc)
+    return dot_score(query, h)  # (B, S)
+
+
+class DotScore(nn.Module):
+    """:func:`dot_score` as a module with the same call as :class:`AdditiveScore`."""
+
+    def project_keys(self, h):
+        return None
+
+    def forward(self, s, h, keys=None):
+        return dot_score(s, h)  # (B, S)
+
+
+class GeneralScore(nn.Module):
+    """:func:`general_score` with a learned W_a (H_dec, H_enc)."""
+
+    def __init__(self, d_query: int, d_key: int):
+        super().__init__()
+        self.W_a = nn.Parameter(torch.randn(d_query, d_key) / d_key**0.5)
+
+    def project_keys(self, h):
+        return None
+
+    def forward(self, s, h, keys=None):
+        return general_score(s, h, self.W_a)  # (B, S)
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """alpha_j = exp(e_j) / sum_{k real} exp(e_k) at real positions, exactly 0 at padding.
+
+    scores: (B, S); mask: bool (B, S), True at real tokens. A row with no real token at
+    all gives zeros (not NaN).
+    """
+    scores = scores.masked_fill(~mask, float("-inf"))  # padding can never win
+    return torch.softmax(scores, dim=-1).nan_to_num(0.0)  # (B, S); all -inf rows: 0/0 -> 0
+
+
+def context(weights: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+    """c = sum_j alpha_j h_j. weights: (B, S), states: (B, S, H) -> (B, H)."""
+    return (weights[:, :, None] * states).sum(dim=1)  # (B, S, 1) * (B, S, H) -> (B, H)
+
+
+def make_score(kind: str, d_query: int, d_key: int, d_attn: int) -> nn.Module:
+    """An alignment model by name: "additive" (Bahdanau), "dot" or "general" (Luong)."""
+    if kind == "additive":
+        return AdditiveScore(d_query, d_key, d_attn)
+    if kind == "general":
+        return GeneralScore(d_query, d_key)
+    if kind == "dot":
+        if d_query != d_key:
+            raise ValueError(f"the dot score needs d_query == d_key, got {d_query} and {d_key}")
+        return DotScore()
+    raise ValueError(f"unknown score {kind!r}; choose 'additive', 'dot' or 'general'")
+
+
+class AttentionDecoder(nn.Module):
+    """One step of Bahdanau's decoder.
+
+    step(prev_token (B,), hidden s_{i-1} (B, H_dec), enc_states (B, S, H_enc),
+    src_mask (B, S), keys=None) -> logits (B, V), hidden s_i (B, H_dec), weights (B, S).
+
+    The previous state s_{i-1} scores every source position; the context c_i enters the
+    GRU with the previous token, and the output layer reads [s_i; c_i] (a simplification
+    of the paper's maxout output layer).
+    """
+
+    def __init__(self, vocab_size: int, d_emb: int, d_hidden: int, d_enc: int | None = None,
+                 d_attn: int | None = None, score: str = "additive"):
+        super().__init__()
+        d_enc = d_hidden if d_enc is None else d_enc
+        d_attn = d_hidden if d_attn is None else d_attn
+        self.embedding = nn.Embedding(vocab_size, d_emb, padding_idx=0)
+        self.score = make_score(score, d_hidden, d_enc, d_attn)
+        self.cell = nn.GRUCell(d_emb + d_enc, d_hidden)
+        self.out = nn.Linear(d_hidden + d_enc, vocab_size)
+
+    def step(self, prev_token, hidden, enc_states, src_mask, keys=None):
+        e = self.score(hidden, enc_states, keys)  # e_ij = a(s_{i-1}, h_j)        (B, S)
+        alpha = masked_softmax(e, src_mask)  # (B, S)
+        c = context(alpha, enc_states)  # c_i = sum_j alpha_ij h_j               (B, H_enc)
+        y = self.embedding(prev_token)  # (B, E)
+        # s_i = GRU([E y_{i-1}; c_i], s_{i-1})
+        hidden = self.cell(torch.cat([y, c], dim=-1), hidden)  # (B, H_dec)
+        logits = self.out(torch.cat([hidden, c], dim=-1))  # (B, V)
+        return logits, hidden, alpha
+
+
+class Seq2SeqAttention(Seq2Seq):
+    """Chapter 01's encoder with an attention decoder (RNNsearch, at small scale).
+
+    forward(src (B, S), src_lengths (B,), tgt_in (B, T)) -> logits (B, T, V) and the
+    attention weights (B, T, S) of every target step, under teacher forcing.
+    """
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOutput:
+        memory = super().encode(src, src_lengths)
+        return memory._replace(keys=self.decoder.score.project_keys(memory.states))  # U h_j once per source
+
+    def decode_step(self, prev_token, hidden, memory: EncoderOutput):
+        return self.decoder.step(prev_token, hidden, memory.states, memory.mask, memory.keys)
+
+    def forward(self, src, src_lengths, tgt_in) -> tuple[torch.Tensor, torch.Tensor]:
+        memory = self.encode(src, src_lengths)
+        hidden = memory.final  # s_0 = the encoder's final state                (B, H)
+        logits, weights = [], []
+        for t in range(tgt_in.size(1)):
+            step_logits, hidden, alpha = self.decode_step(tgt_in[:, t], hidden, memory)  # (B, V), (B, H), (B, S)
+            logits.append(step_logits)
+            weights.append(alpha)
+        return torch.stack(logits, dim=1), torch.stack(weights, dim=1)  # (B, T, V), (B, T, S)
+
+
+def greedy_decode_with_attention(model, src, src_lengths, max_len, bos_id=1, eos_id=2, pad_id=0):
+    """Chapter 01's greedy loop, also returning where each output token looked:
+    ids (B, L) and weights (B, L, S)."""
+    return greedy_decode(model, src, src_lengths, max_len, bos_id, eos_id, pad_id, return_weights=True)

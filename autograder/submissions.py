@@ -1,0 +1,54 @@
+"""Build submissions the way a student would produce them: the released notebook with
+the exercises filled in. Used by the test suite and the benchmarks to prove the grader
+gives full marks to a correct submission and takes points for each common mistake."""
+
+from pathlib import Path
+
+import nbformat
+
+from autograder.chapters import release_path, solution_path
+
+
+def _strip_markers(source: str) -> str:
+    keep = [line for line in source.splitlines() if "BEGIN SOLUTION" not in line and "END SOLUTION" not in line]
+    return "\n".join(keep)
+
+
+def solved_notebook(root: Path, chapter: str):
+    """The released notebook with every solution cell replaced by the reference solution."""
+    released = nbformat.read(release_path(root, chapter), as_version=4)
+    solutions = {
+        c.metadata["nbgrader"]["grade_id"]: c.source
+        for c in nbformat.read(solution_path(root, chapter), as_version=4).cells
+        if c.metadata.get("nbgrader", {}).get("solution")
+    }
+    for cell in released.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.source = _strip_markers(solutions[grade_id])
+    return released
+
+
+def untouched_notebook(root: Path, chapter: str):
+    """The released notebook as the student received it."""
+    return nbformat.read(release_path(root, chapter), as_version=4)
+
+
+def mutate(nb, grade_id: str, old: str, new: str):
+    """Replace ``old`` (which must occur exactly once) by ``new`` in the cell ``grade_id``."""
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            count = cell.source.count(old)
+            if count != 1:
+                raise ValueError(f"{old!r} occurs {count} times in cell {grade_id!r}, expected once")
+            cell.source = cell.source.replace(old, new)
+            return nb
+    raise KeyError(f"no cell with grade id {grade_id!r}")
+
+
+def write_submission(nb, submissions: Path, student: str, chapter: str) -> Path:
+    """Write ``nb`` as ``submissions/<student>/<chapter>/<chapter>.ipynb``."""
+    path = Path(submissions) / student / chapter / f"{chapter}.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
