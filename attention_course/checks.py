@@ -19,17 +19,24 @@ def _fail(what: str, hint: str | None) -> None:
 def check_tensor(x, name: str = "result", hint: str | None = None) -> None:
     """Check that ``x`` is a ``torch.Tensor`` (not None, a list or a NumPy array)."""
     if not isinstance(x, torch.Tensor):
-        _fail(f"{name} is a {type(x).__name__}, expected a torch.Tensor.",
-              hint or "did you forget a `return`, or return a tuple where a tensor was expected?")
+        _fail(
+            f"{name} is a {type(x).__name__}, expected a torch.Tensor.",
+            hint or "did you forget a `return`, or return a tuple where a tensor was expected?",
+        )
 
 
-def check_shape(x, expected: Sequence[int], name: str = "result", dims: str = "",
-                hint: str | None = None) -> None:
+def check_shape(
+    x, expected: Sequence[int], name: str = "result", dims: str = "", hint: str | None = None
+) -> None:
     """Check ``x.shape == expected``; ``dims`` names the axes, e.g. ``"(batch, queries, d_v)"``."""
     check_tensor(x, name)
     if tuple(x.shape) != tuple(expected):
-        _fail(f"{name} has shape {tuple(x.shape)}, expected {tuple(expected)}"
-              + (f" = {dims}" if dims else "") + ".", hint)
+        _fail(
+            f"{name} has shape {tuple(x.shape)}, expected {tuple(expected)}"
+            + (f" = {dims}" if dims else "")
+            + ".",
+            hint,
+        )
 
 
 def check_dtype(x, dtype: torch.dtype, name: str = "result", hint: str | None = None) -> None:
@@ -39,8 +46,14 @@ def check_dtype(x, dtype: torch.dtype, name: str = "result", hint: str | None = 
         _fail(f"{name} has dtype {x.dtype}, expected {dtype}.", hint)
 
 
-def check_close(actual, expected, name: str = "result", hint: str | None = None,
-                atol: float = 1e-5, rtol: float = 1e-4) -> None:
+def check_close(
+    actual,
+    expected,
+    name: str = "result",
+    hint: str | None = None,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+) -> None:
     """Compare floats with tolerances (never exact equality); report the worst entry."""
     check_tensor(actual, name)
     expected = torch.as_tensor(expected, dtype=actual.dtype if actual.is_floating_point() else None)
@@ -49,47 +62,68 @@ def check_close(actual, expected, name: str = "result", hint: str | None = None,
     if actual.dtype == torch.bool or expected.dtype == torch.bool:
         if not torch.equal(actual.bool(), expected.bool()):
             where = (actual.bool() != expected.bool()).nonzero()[0].tolist()
-            _fail(f"{name} differs at index {tuple(where)}: saw {actual[tuple(where)].item()}, "
-                  f"expected {expected[tuple(where)].item()}.", hint)
+            _fail(
+                f"{name} differs at index {tuple(where)}: saw {actual[tuple(where)].item()}, "
+                f"expected {expected[tuple(where)].item()}.",
+                hint,
+            )
         return
     a, e = actual.detach().double().cpu(), expected.detach().double().cpu()
     if torch.isnan(a).any() and not torch.isnan(e).any():
         where = torch.isnan(a).nonzero()[0].tolist()
-        _fail(f"{name} contains NaN (first at index {tuple(where)}), expected finite values.",
-              hint or "a softmax over a row where every entry is -inf gives NaN")
+        _fail(
+            f"{name} contains NaN (first at index {tuple(where)}), expected finite values.",
+            hint or "a softmax over a row where every entry is -inf gives NaN",
+        )
     bad = ~torch.isclose(a, e, atol=atol, rtol=rtol, equal_nan=True)
     if bad.any():
         diff = (a - e).abs().nan_to_num(0.0)
         worst = (diff * bad).flatten().argmax()
         idx = tuple(int(i) for i in torch.unravel_index(worst, a.shape))
-        _fail(f"{name} differs from the expected values in {int(bad.sum())} of {bad.numel()} "
-              f"entries; the largest difference is at index {idx}: saw {a[idx].item():.6g}, "
-              f"expected {e[idx].item():.6g}.", hint)
+        _fail(
+            f"{name} differs from the expected values in {int(bad.sum())} of {bad.numel()} "
+            f"entries; the largest difference is at index {idx}: saw {a[idx].item():.6g}, "
+            f"expected {e[idx].item():.6g}.",
+            hint,
+        )
 
 
-def check_rows_sum_to_one(weights, name: str = "attention weights", dim: int = -1,
-                          hint: str | None = None, atol: float = 1e-5) -> None:
+def check_rows_sum_to_one(
+    weights,
+    name: str = "attention weights",
+    dim: int = -1,
+    hint: str | None = None,
+    atol: float = 1e-5,
+) -> None:
     """Check that weights are non-negative and sum to one along ``dim`` (a distribution)."""
     check_tensor(weights, name)
     if (weights < 0).any():
-        _fail(f"{name} has negative entries (min {weights.min().item():.4g}); "
-              "expected probabilities.", hint or "did you apply the softmax?")
+        _fail(
+            f"{name} has negative entries (min {weights.min().item():.4g}); "
+            "expected probabilities.",
+            hint or "did you apply the softmax?",
+        )
     sums = weights.sum(dim=dim)
     if not torch.allclose(sums, torch.ones_like(sums), atol=atol):
         worst = (sums - 1).abs().flatten().argmax()
-        _fail(f"{name} sum to {sums.flatten()[worst].item():.4g} along dim {dim} "
-              f"(somewhere), expected 1 for every query.",
-              hint or "is the softmax taken over the key axis (the last one)?")
+        _fail(
+            f"{name} sum to {sums.flatten()[worst].item():.4g} along dim {dim} "
+            f"(somewhere), expected 1 for every query.",
+            hint or "is the softmax taken over the key axis (the last one)?",
+        )
 
 
-def check_masked_out(weights, allowed, name: str = "attention weights",
-                     hint: str | None = None) -> None:
+def check_masked_out(
+    weights, allowed, name: str = "attention weights", hint: str | None = None
+) -> None:
     """Check that ``weights`` are zero wherever ``allowed`` is False."""
     check_tensor(weights, name)
     allowed = torch.as_tensor(allowed).bool().expand_as(weights)
     leaked = weights.masked_fill(allowed, 0.0).abs()
     if (leaked > 1e-6).any():
         idx = tuple(int(i) for i in torch.unravel_index(leaked.flatten().argmax(), weights.shape))
-        _fail(f"{name} at index {idx} is {weights[idx].item():.4g}, but the mask forbids that "
-              "position; expected 0.",
-              hint or "is the mask inverted, or applied after the softmax instead of before?")
+        _fail(
+            f"{name} at index {idx} is {weights[idx].item():.4g}, but the mask forbids that "
+            "position; expected 0.",
+            hint or "is the mask inverted, or applied after the softmax instead of before?",
+        )

@@ -28,18 +28,27 @@ def attention_heatmap(
     """
     w = torch.as_tensor(weights).detach().float().cpu()
     if w.dim() != 2:
-        raise ValueError(f"attention_heatmap needs a 2-D (queries, keys) matrix, got shape {tuple(w.shape)}")
-    for name, labels, size in (("query", query_labels, w.shape[0]), ("key", key_labels, w.shape[1])):
+        raise ValueError(
+            f"attention_heatmap needs a 2-D (queries, keys) matrix, got shape {tuple(w.shape)}"
+        )
+    for name, labels, size in (
+        ("query", query_labels, w.shape[0]),
+        ("key", key_labels, w.shape[1]),
+    ):
         if labels is not None and len(labels) != size:
             raise ValueError(f"{len(labels)} {name} labels for {size} {name} positions")
     if ax is None:
         fig, ax = plt.subplots(figsize=(0.45 * w.shape[1] + 2.5, 0.4 * w.shape[0] + 1.5))
     else:
         fig = ax.figure
-    image = ax.imshow(w.numpy(), cmap="viridis", vmin=0.0, vmax=max(1e-9, float(w.max())), aspect="auto")
+    image = ax.imshow(
+        w.numpy(), cmap="viridis", vmin=0.0, vmax=max(1e-9, float(w.max())), aspect="auto"
+    )
     ax.set_xticks(range(w.shape[1]))
     ax.set_yticks(range(w.shape[0]))
-    ax.set_xticklabels(key_labels if key_labels is not None else range(w.shape[1]), rotation=60, ha="right")
+    ax.set_xticklabels(
+        key_labels if key_labels is not None else range(w.shape[1]), rotation=60, ha="right"
+    )
     ax.set_yticklabels(query_labels if query_labels is not None else range(w.shape[0]))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -63,7 +72,9 @@ def plot_history(history, metrics: Sequence[str] = (), title: str = ""):
     if metrics:
         ax2 = axes[0, 1]
         for i, name in enumerate(metrics):
-            ax2.plot(history.eval_steps, history.metrics[name], "o-", color=COLOURS[i % 7], label=name)
+            ax2.plot(
+                history.eval_steps, history.metrics[name], "o-", color=COLOURS[i % 7], label=name
+            )
         ax2.set_xlabel("step")
         ax2.legend()
     if title:
@@ -72,8 +83,16 @@ def plot_history(history, metrics: Sequence[str] = (), title: str = ""):
     return fig
 
 
-def plot_curves(x, curves: dict[str, Sequence[float]], xlabel: str, ylabel: str, title: str = "",
-                logx: bool = False, logy: bool = False, ax=None):
+def plot_curves(
+    x,
+    curves: dict[str, Sequence[float]],
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+    logx: bool = False,
+    logy: bool = False,
+    ax=None,
+):
     """Several named curves over the same x values, one colour each."""
     if ax is None:
         fig, ax = plt.subplots(figsize=(5.5, 3.5))

@@ -14,7 +14,9 @@ def explore_attention(weights, query_labels=None, key_labels=None, title: str = 
     outlined, and that query's distribution over the keys as bars."""
     w = torch.as_tensor(weights).detach().float().cpu()
     if w.dim() != 2:
-        raise ValueError(f"explore_attention needs a (queries, keys) matrix, got shape {tuple(w.shape)}")
+        raise ValueError(
+            f"explore_attention needs a (queries, keys) matrix, got shape {tuple(w.shape)}"
+        )
     T_q, T_k = w.shape
     query_labels = list(query_labels) if query_labels is not None else [str(i) for i in range(T_q)]
     key_labels = list(key_labels) if key_labels is not None else [str(j) for j in range(T_k)]
@@ -22,7 +24,9 @@ def explore_attention(weights, query_labels=None, key_labels=None, title: str = 
     def draw(query: int):
         fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
         left.imshow(w.numpy(), cmap="viridis", vmin=0, vmax=1, aspect="auto")
-        left.add_patch(plt.Rectangle((-0.5, query - 0.5), T_k, 1, fill=False, ec=COLOURS[3], lw=2.5))
+        left.add_patch(
+            plt.Rectangle((-0.5, query - 0.5), T_k, 1, fill=False, ec=COLOURS[3], lw=2.5)
+        )
         left.set_xticks(range(T_k), key_labels, rotation=60, ha="right")
         left.set_yticks(range(T_q), query_labels)
         left.set_xlabel("keys")

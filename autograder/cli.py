@@ -12,8 +12,12 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m autograder",
         description="Release, check and grade the course's notebooks (nbgrader underneath).",
     )
-    parser.add_argument("--course-dir", type=Path, default=None,
-                        help="the course's top folder (default: found from the working directory)")
+    parser.add_argument(
+        "--course-dir",
+        type=Path,
+        default=None,
+        help="the course's top folder (default: found from the working directory)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("release", help="regenerate notebooks/ from solutions/")
     p.add_argument("chapters", nargs="*", help="chapter ids (default: all)")
@@ -21,8 +25,9 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("grade", help="grade SUBMISSIONS/<student>/<chapter>/<chapter>.ipynb")
     p.add_argument("submissions", type=Path)
     p.add_argument("--out", type=Path, required=True, help="folder for grades.csv and feedback/")
-    p.add_argument("--chapter", action="append", dest="chapters",
-                   help="grade only this chapter (repeatable)")
+    p.add_argument(
+        "--chapter", action="append", dest="chapters", help="grade only this chapter (repeatable)"
+    )
     return parser
 
 
@@ -53,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{student:20s} {chapter:28s} {points:g} / {max_points:g}")
         for problem in report.problems:
             print(f"warning: {problem}", file=sys.stderr)
-        print(f"wrote {args.out / 'grades.csv'} and {args.out / 'feedback'}/ in {report.seconds:.0f} s")
+        print(
+            f"wrote {args.out / 'grades.csv'} and {args.out / 'feedback'}/ in {report.seconds:.0f} s"
+        )
         return 0
     except CourseError as error:
         print(f"error: {error}", file=sys.stderr)

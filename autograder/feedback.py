@@ -19,5 +19,7 @@ class ShortTracebacks(Preprocessor):
         if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "error":
-                    output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
+                    output["traceback"] = [
+                        f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"
+                    ]
         return cell, resources

@@ -79,7 +79,9 @@ def discover(submissions: Path, known: list[str]) -> tuple[dict[str, dict[str, P
     if not submissions.exists():
         raise CourseError(f"submissions folder {submissions} does not exist")
     if not submissions.is_dir():
-        raise CourseError(f"{submissions} is a file; expected a folder of <student>/<chapter>/ folders")
+        raise CourseError(
+            f"{submissions} is a file; expected a folder of <student>/<chapter>/ folders"
+        )
     found: dict[str, dict[str, Path]] = {}
     problems = []
     for student_dir in sorted(submissions.iterdir()):
@@ -189,8 +191,12 @@ def grade(
             scores = {} if reason else _scores(db, student, chapter)
             for cell, max_points in cells:
                 points = scores.get(cell)
-                status = reason or ("graded" if points is not None else "not graded: no score recorded")
-                report.rows.append(GradeRow(student, chapter, cell, points or 0.0, max_points, status))
+                status = reason or (
+                    "graded" if points is not None else "not graded: no score recorded"
+                )
+                report.rows.append(
+                    GradeRow(student, chapter, cell, points or 0.0, max_points, status)
+                )
             if reason:
                 report.problems.append(f"{student} / {chapter}: {reason}")
     write_csv(report.rows, out / "grades.csv")
@@ -198,7 +204,9 @@ def grade(
     return report
 
 
-def _autograde_one(api, work: Path, notebook: Path, student: str, chapter: str, out: Path) -> str | None:
+def _autograde_one(
+    api, work: Path, notebook: Path, student: str, chapter: str, out: Path
+) -> str | None:
     """Autograde one submission and copy its feedback; None on success, else the reason."""
     target = work / "submitted" / student / chapter
     target.mkdir(parents=True, exist_ok=True)
@@ -234,12 +242,21 @@ def write_csv(rows: list[GradeRow], path: Path) -> None:
         writer = csv.writer(f)
         writer.writerow(CSV_COLUMNS)
         for r in rows:
-            writer.writerow([r.student, r.chapter, r.cell, f"{r.points:g}", f"{r.max_points:g}", r.status])
+            writer.writerow(
+                [r.student, r.chapter, r.cell, f"{r.points:g}", f"{r.max_points:g}", r.status]
+            )
 
 
 def read_csv(path: Path) -> list[GradeRow]:
     with open(path, newline="", encoding="utf-8") as f:
         return [
-            GradeRow(r["student"], r["chapter"], r["cell"], float(r["points"]), float(r["max_points"]), r["status"])
+            GradeRow(
+                r["student"],
+                r["chapter"],
+                r["cell"],
+                float(r["points"]),
+                float(r["max_points"]),
+                r["status"],
+            )
             for r in csv.DictReader(f)
         ]

@@ -85,14 +85,20 @@ def check(root: Path) -> list[str]:
         for chapter in chapters:
             committed, expected = root / "notebooks" / chapter, fresh / chapter
             if not committed.is_dir():
-                problems.append(f"notebooks/{chapter}/ is missing: run `python -m autograder release {chapter}`")
+                problems.append(
+                    f"notebooks/{chapter}/ is missing: run `python -m autograder release {chapter}`"
+                )
                 continue
             new = {p.relative_to(expected) for p in expected.rglob("*") if p.is_file()}
             old = {p.relative_to(committed) for p in committed.rglob("*") if p.is_file()}
             for rel in sorted(new - old):
-                problems.append(f"notebooks/{chapter}/{rel} is missing: run `python -m autograder release {chapter}`")
+                problems.append(
+                    f"notebooks/{chapter}/{rel} is missing: run `python -m autograder release {chapter}`"
+                )
             for rel in sorted(old - new):
-                problems.append(f"notebooks/{chapter}/{rel} does not come from solutions/{chapter}/: remove it")
+                problems.append(
+                    f"notebooks/{chapter}/{rel} does not come from solutions/{chapter}/: remove it"
+                )
             for rel in sorted(new & old):
                 if not filecmp.cmp(expected / rel, committed / rel, shallow=False):
                     problems.append(
@@ -103,7 +109,9 @@ def check(root: Path) -> list[str]:
             for path in sorted(committed.rglob("*.ipynb")):
                 leaks = find_leaks(path.read_text(encoding="utf-8"), secrets)
                 for leak in leaks:
-                    problems.append(f"{path.relative_to(root)} contains solution or hidden-test text: {leak!r}")
+                    problems.append(
+                        f"{path.relative_to(root)} contains solution or hidden-test text: {leak!r}"
+                    )
     for folder in sorted((root / "notebooks").glob("*")):
         if folder.is_dir() and folder.name not in chapters:
             problems.append(f"notebooks/{folder.name}/ has no solution notebook in solutions/")

@@ -10,7 +10,11 @@ from autograder.chapters import release_path, solution_path
 
 
 def _strip_markers(source: str) -> str:
-    keep = [line for line in source.splitlines() if "BEGIN SOLUTION" not in line and "END SOLUTION" not in line]
+    keep = [
+        line
+        for line in source.splitlines()
+        if "BEGIN SOLUTION" not in line and "END SOLUTION" not in line
+    ]
     return "\n".join(keep)
 
 
@@ -40,7 +44,9 @@ def mutate(nb, grade_id: str, old: str, new: str):
         if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
             count = cell.source.count(old)
             if count != 1:
-                raise ValueError(f"{old!r} occurs {count} times in cell {grade_id!r}, expected once")
+                raise ValueError(
+                    f"{old!r} occurs {count} times in cell {grade_id!r}, expected once"
+                )
             cell.source = cell.source.replace(old, new)
             return nb
     raise KeyError(f"no cell with grade id {grade_id!r}")

@@ -112,7 +112,10 @@ _EN_VALUES = {
     )
 }
 _EN_VALUES.update(
-    {w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())}
+    {
+        w: 10 * (i + 2)
+        for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
+    }
 )
 _EN_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
 

@@ -92,7 +92,9 @@ class Batch:
     tgt_out: torch.Tensor
 
     def to(self, device) -> "Batch":
-        return Batch(*(t.to(device) for t in (self.src, self.src_lengths, self.tgt_in, self.tgt_out)))
+        return Batch(
+            *(t.to(device) for t in (self.src, self.src_lengths, self.tgt_in, self.tgt_out))
+        )
 
 
 def make_batch(

@@ -31,8 +31,12 @@ def softmax_saturation(d_ks, num_keys: int = 16, num_queries: int = 2000, seed: 
     the gradient through the softmax vanishes.
     """
     g = torch.Generator().manual_seed(seed)
-    out = {"max weight, unscaled": [], "max weight, scaled": [],
-           "grad norm, unscaled": [], "grad norm, scaled": []}
+    out = {
+        "max weight, unscaled": [],
+        "max weight, scaled": [],
+        "grad norm, unscaled": [],
+        "grad norm, scaled": [],
+    }
     for d_k in d_ks:
         q = torch.randn(num_queries, 1, d_k, generator=g)
         k = torch.randn(num_queries, num_keys, d_k, generator=g)
@@ -77,6 +81,6 @@ def layer_cost(lengths, d_model: int = 64, batch: int = 8, seed: int = 0):
     out = {"self-attention": [], "recurrent": []}
     for n in lengths:
         x = torch.randn(batch, n, d_model)
-        out["self-attention"].append(_median_seconds(lambda: attention(x)) * 1e3)
-        out["recurrent"].append(_median_seconds(lambda: recurrent(x)) * 1e3)
+        out["self-attention"].append(_median_seconds(lambda x=x: attention(x)) * 1e3)
+        out["recurrent"].append(_median_seconds(lambda x=x: recurrent(x)) * 1e3)
     return out

@@ -47,7 +47,9 @@ class AdditiveScore(nn.Module):
     def project_keys(self, h: torch.Tensor) -> torch.Tensor:
         return self.U(h)  # (B, S, A)
 
-    def forward(self, s: torch.Tensor, h: torch.Tensor, keys: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, s: torch.Tensor, h: torch.Tensor, keys: torch.Tensor | None = None
+    ) -> torch.Tensor:
         keys = self.U(h) if keys is None else keys  # U h_j                     (B, S, A)
         query = self.W(s)[:, None, :]  # W s, broadcast over positions        (B, 1, A)
         # e_j = v^T tanh(W s + U h_j)
@@ -131,8 +133,15 @@ class AttentionDecoder(nn.Module):
     of the paper's maxout output layer).
     """
 
-    def __init__(self, vocab_size: int, d_emb: int, d_hidden: int, d_enc: int | None = None,
-                 d_attn: int | None = None, score: str = "additive"):
+    def __init__(
+        self,
+        vocab_size: int,
+        d_emb: int,
+        d_hidden: int,
+        d_enc: int | None = None,
+        d_attn: int | None = None,
+        score: str = "additive",
+    ):
         super().__init__()
         d_enc = d_hidden if d_enc is None else d_enc
         d_attn = d_hidden if d_attn is None else d_attn
@@ -161,7 +170,9 @@ class Seq2SeqAttention(Seq2Seq):
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOutput:
         memory = super().encode(src, src_lengths)
-        return memory._replace(keys=self.decoder.score.project_keys(memory.states))  # U h_j once per source
+        return memory._replace(
+            keys=self.decoder.score.project_keys(memory.states)
+        )  # U h_j once per source
 
     def decode_step(self, prev_token, hidden, memory: EncoderOutput):
         return self.decoder.step(prev_token, hidden, memory.states, memory.mask, memory.keys)
@@ -171,7 +182,9 @@ class Seq2SeqAttention(Seq2Seq):
         hidden = memory.final  # s_0 = the encoder's final state                (B, H)
         logits, weights = [], []
         for t in range(tgt_in.size(1)):
-            step_logits, hidden, alpha = self.decode_step(tgt_in[:, t], hidden, memory)  # (B, V), (B, H), (B, S)
+            step_logits, hidden, alpha = self.decode_step(
+                tgt_in[:, t], hidden, memory
+            )  # (B, V), (B, H), (B, S)
             logits.append(step_logits)
             weights.append(alpha)
         return torch.stack(logits, dim=1), torch.stack(weights, dim=1)  # (B, T, V), (B, T, S)
@@ -180,4 +193,6 @@ class Seq2SeqAttention(Seq2Seq):
 def greedy_decode_with_attention(model, src, src_lengths, max_len, bos_id=1, eos_id=2, pad_id=0):
     """Chapter 01's greedy loop, also returning where each output token looked:
     ids (B, L) and weights (B, L, S)."""
-    return greedy_decode(model, src, src_lengths, max_len, bos_id, eos_id, pad_id, return_weights=True)
+    return greedy_decode(
+        model, src, src_lengths, max_len, bos_id, eos_id, pad_id, return_weights=True
+    )

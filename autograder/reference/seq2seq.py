@@ -69,11 +69,15 @@ class Encoder(nn.Module):
         self.embedding = nn.Embedding(vocab_size, d_emb, padding_idx=0)
         self.rnn = nn.GRU(d_emb, d_hidden, batch_first=True)
 
-    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, src: torch.Tensor, src_lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.embedding(src)  # (B, S, E)
         packed = pack_padded_sequence(x, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
         packed_states, h_n = self.rnn(packed)  # h_n: (1, B, H), in the original batch order
-        states, _ = pad_packed_sequence(packed_states, batch_first=True, total_length=src.size(1))  # (B, S, H)
+        states, _ = pad_packed_sequence(
+            packed_states, batch_first=True, total_length=src.size(1)
+        )  # (B, S, H)
         return states, h_n[-1]  # (B, S, H), (B, H)
 
 
@@ -89,7 +93,9 @@ class Decoder(nn.Module):
         self.cell = nn.GRUCell(d_emb, d_hidden)
         self.out = nn.Linear(d_hidden, vocab_size)
 
-    def step(self, prev_token: torch.Tensor, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def step(
+        self, prev_token: torch.Tensor, hidden: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         y = self.embedding(prev_token)  # (B, E)
         # s_t = GRU(E y_{t-1}, s_{t-1})
         hidden = self.cell(y, hidden)  # (B, H)
@@ -118,7 +124,9 @@ class Seq2Seq(nn.Module):
         through its initial hidden state ``memory.final``."""
         return self.decoder.step(prev_token, hidden)  # (B, V), (B, H)
 
-    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor
+    ) -> torch.Tensor:
         memory = self.encode(src, src_lengths)
         hidden = memory.final  # s_0 = h_S                                   (B, H)
         logits = []
@@ -136,7 +144,9 @@ def sequence_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int = 0) 
     padding it has.
     """
     V = logits.size(-1)
-    return F.cross_entropy(logits.reshape(-1, V), tgt_out.reshape(-1), ignore_index=pad_id)  # (B*T, V) vs (B*T,)
+    return F.cross_entropy(
+        logits.reshape(-1, V), tgt_out.reshape(-1), ignore_index=pad_id
+    )  # (B*T, V) vs (B*T,)
 
 
 @torch.no_grad()
@@ -166,7 +176,9 @@ def greedy_decode(
     done = torch.zeros_like(prev, dtype=torch.bool)  # (B,)
     tokens, weights = [], []
     for _ in range(max_len):
-        logits, hidden, *extra = model.decode_step(prev, hidden, memory)  # extra = [weights (B, S)] with attention
+        logits, hidden, *extra = model.decode_step(
+            prev, hidden, memory
+        )  # extra = [weights (B, S)] with attention
         prev = logits.argmax(dim=-1).masked_fill(done, pad_id)  # (B,)
         tokens.append(prev)
         weights.extend(extra)
@@ -177,5 +189,7 @@ def greedy_decode(
     if not return_weights:
         return ids
     if not weights:
-        raise ValueError("return_weights=True needs a model whose decode_step returns attention weights")
+        raise ValueError(
+            "return_weights=True needs a model whose decode_step returns attention weights"
+        )
     return ids, torch.stack(weights, dim=1)  # (B, L), (B, L, S)

@@ -1,0 +1,185 @@
+"""The student library: data, vocabulary and batching, training loop, checks, plots."""
+
+import matplotlib
+import pytest
+import torch
+
+from attention_course import budget, grading_mode, set_seed
+from attention_course.checks import (
+    check_close,
+    check_masked_out,
+    check_rows_sum_to_one,
+    check_shape,
+    check_tensor,
+)
+from attention_course.data import Vocab, make_batch, number_pairs, number_words, toy_task
+from attention_course.data.numbers import english_value, numbers_of
+from attention_course.plots import attention_heatmap, plot_history
+from attention_course.training import train
+
+matplotlib.use("Agg")
+
+
+def test_vocab_round_trip_and_specials():
+    v = Vocab.build([["b", "a"], ["c"]])
+    assert v.itos[:4] == ["<pad>", "<bos>", "<eos>", "<unk>"] and len(v) == 7
+    assert v.decode(v.encode(["a", "c"], bos=True, eos=True)) == ["a", "c"]
+    assert v.encode(["zzz"]) == [v.unk_id]
+    assert v.decode([v.stoi["a"], v.eos_id, v.stoi["b"]]) == ["a"]  # stops at <eos>
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        v.decode([99])
+
+
+def test_make_batch_frames_and_pads():
+    src_v, tgt_v = Vocab.build([["x", "y", "z"]]), Vocab.build([["p", "q"]])
+    batch = make_batch([(["x"], ["p", "q"]), (["x", "y", "z"], ["q"])], src_v, tgt_v)
+    assert batch.src.shape == (2, 3) and batch.src_lengths.tolist() == [1, 3]
+    assert batch.src[0, 1:].tolist() == [0, 0]
+    assert tgt_v.decode(batch.tgt_out[0]) == ["p", "q"] and batch.tgt_out[0, -1] == tgt_v.eos_id
+    assert batch.tgt_in[:, 0].tolist() == [tgt_v.bos_id] * 2
+    assert batch.tgt_in[1].tolist() == [tgt_v.bos_id, tgt_v.stoi["q"], 0]  # no <eos> fed as input
+    reversed_batch = make_batch([(["x", "y"], ["p"])], src_v, tgt_v, reverse_source=True)
+    assert src_v.decode(reversed_batch.src[0]) == ["y", "x"]
+    with pytest.raises(ValueError):
+        make_batch([], src_v, tgt_v)
+
+
+def test_number_words():
+    assert number_words(97, "en") == ["ninety", "seven"]
+    assert number_words(21, "de") == ["ein", "und", "zwanzig"]
+    assert number_words(97, "fr") == ["quatre", "vingt", "dix", "sept"]
+    for n in (0, 7, 13, 100, 1001, 123456789, 10**9 + 7):
+        assert english_value(number_words(n, "en")) == n
+        assert "".join(number_words(n, "de"))  # splits without error
+    with pytest.raises(ValueError):
+        number_words(-1)
+    with pytest.raises(ValueError):
+        number_words(5, "xx")
+
+
+def test_number_pairs_are_distinct_bounded_and_splittable():
+    train_pairs = number_pairs(300, "fr", max_digits=6, seed=0, max_src_len=8)
+    assert len({tuple(s) for s, _ in train_pairs}) == 300
+    assert all(len(s) <= 8 for s, _ in train_pairs)
+    test_pairs = number_pairs(50, "fr", max_digits=6, seed=1, exclude=numbers_of(train_pairs))
+    assert not numbers_of(test_pairs) & numbers_of(train_pairs)
+    with pytest.raises(ValueError, match="could only make"):
+        number_pairs(50, "de", max_digits=1)
+
+
+@pytest.mark.parametrize("task", ["copy", "reverse", "sort"])
+def test_toy_tasks(task):
+    x, y = toy_task(task, 5, length=6, vocab_size=4, generator=torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (5, 6)
+    expected = {"copy": x, "reverse": x.flip(-1), "sort": x.sort(-1).values}[task]
+    assert torch.equal(y, expected)
+
+
+def test_toy_task_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="unknown task"):
+        toy_task("shuffle", 3)
+
+
+def test_set_seed_makes_runs_repeatable():
+    set_seed(3)
+    a = torch.randn(4)
+    set_seed(3)
+    assert torch.equal(a, torch.randn(4))
+
+
+def test_grading_mode_and_budget(monkeypatch):
+    monkeypatch.delenv("ATTENTION_COURSE_GRADING", raising=False)
+    assert not grading_mode() and budget(60, 5) == 60
+    monkeypatch.setenv("ATTENTION_COURSE_GRADING", "1")
+    assert grading_mode() and budget(60, 5) == 5
+
+
+def test_train_learns_and_respects_max_steps():
+    set_seed(0)
+    model = torch.nn.Linear(3, 1)
+    w = torch.tensor([[1.0, -2.0, 0.5]])
+
+    def next_batch(step):
+        x = torch.randn(32, 3)
+        return x, x @ w.T
+
+    def loss_fn(m, batch):
+        x, y = batch
+        return torch.nn.functional.mse_loss(m(x), y)
+
+    history = train(
+        model,
+        next_batch,
+        loss_fn,
+        seconds=30,
+        max_steps=300,
+        lr=0.05,
+        evaluate=lambda m: {"error": (m.weight - w).abs().max().item()},
+        eval_every=100,
+        progress=False,
+    )
+    assert len(history.steps) == 300 and history.eval_steps == [100, 200, 300]
+    assert history.last("error") < 0.05 and history.losses[-1] < history.losses[0]
+
+
+def test_train_stops_at_its_time_budget():
+    model = torch.nn.Linear(1, 1)
+    history = train(
+        model,
+        lambda s: torch.randn(4, 1),
+        lambda m, b: m(b).pow(2).mean(),
+        seconds=0.2,
+        max_steps=10**9,
+        progress=False,
+    )
+    assert 0.2 <= history.seconds < 2.0
+
+
+def test_train_reports_a_diverging_loss():
+    model = torch.nn.Linear(1, 1)
+    with pytest.raises(FloatingPointError, match="loss became"):
+        train(
+            model,
+            lambda s: None,
+            lambda m, b: m.weight.sum() * float("nan"),
+            seconds=5,
+            max_steps=3,
+            progress=False,
+        )
+
+
+def test_checks_say_what_they_saw_and_expected():
+    with pytest.raises(
+        AssertionError, match=r"shape \(2, 5, 8\), expected \(2, 3, 8\) = \(b, q, d\).*\n.*did you"
+    ):
+        check_shape(torch.zeros(2, 5, 8), (2, 3, 8), "output", "(b, q, d)", hint="did you?")
+    with pytest.raises(AssertionError, match="saw 1, expected 0"):
+        check_close(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 0.0]))
+    with pytest.raises(AssertionError, match="expected a torch.Tensor"):
+        check_tensor(None)
+    with pytest.raises(AssertionError, match="sum to"):
+        check_rows_sum_to_one(torch.full((2, 3), 0.5))
+    with pytest.raises(AssertionError, match="mask forbids"):
+        check_masked_out(torch.full((1, 2), 0.5), torch.tensor([True, False]))
+    check_close(torch.tensor([1.0]), torch.tensor([1.0 + 1e-7]))  # tolerances, not equality
+
+
+def test_plots_return_figures():
+    fig = attention_heatmap(torch.rand(3, 4).softmax(-1), ["a", "b", "c"], list("wxyz"), title="t")
+    assert fig.axes
+    with pytest.raises(ValueError, match="labels"):
+        attention_heatmap(torch.rand(3, 4), ["a"], None)
+    with pytest.raises(ValueError, match="2-D"):
+        attention_heatmap(torch.rand(2, 3, 4))
+    model = torch.nn.Linear(1, 1)
+    history = train(
+        model,
+        lambda s: torch.randn(4, 1),
+        lambda m, b: m(b).pow(2).mean(),
+        seconds=5,
+        max_steps=5,
+        evaluate=lambda m: {"x": 1.0},
+        eval_every=2,
+        progress=False,
+    )
+    assert plot_history(history).axes

@@ -1,0 +1,123 @@
+"""The instructor's commands: release, check, and clear errors for bad input."""
+
+import shutil
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from autograder.chapters import CourseError, find_root
+from autograder.grade import discover, read_submission
+from autograder.release import check, release
+
+
+def run_cli(*args, cwd):
+    return subprocess.run(
+        [sys.executable, "-m", "autograder", *args], cwd=cwd, capture_output=True, text=True
+    )
+
+
+@pytest.fixture
+def course_copy(root, tmp_path):
+    """A copy of the parts of the course the autograder needs."""
+    for name in ("solutions", "notebooks"):
+        shutil.copytree(root / name, tmp_path / name)
+    for name in ("_toc.yml", "nbgrader_config.py"):
+        shutil.copyfile(root / name, tmp_path / name)
+    return tmp_path
+
+
+def test_committed_notebooks_are_in_sync(root):
+    result = run_cli("check", cwd=root)
+    assert result.returncode == 0, result.stderr
+
+
+def test_check_names_a_drifted_notebook(course_copy):
+    path = next((course_copy / "notebooks").glob("*/*.ipynb"))
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[0].source += "\nAn edit made by hand."
+    nbformat.write(nb, path)
+    problems = check(course_copy)
+    assert any(path.name in p and "drifted" in p for p in problems), problems
+
+
+def test_check_finds_leaked_solution_code(course_copy):
+    path = next((course_copy / "notebooks").glob("*/*.ipynb"))
+    solution = course_copy / "solutions" / path.parent.name / path.name
+    secret = next(
+        line.strip()
+        for cell in nbformat.read(solution, as_version=4).cells
+        if "BEGIN SOLUTION" in cell.source
+        for line in cell.source.split("### BEGIN SOLUTION")[1].splitlines()
+        if len(line.strip()) > 20 and not line.strip().startswith("#")
+    )
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell(secret))
+    nbformat.write(nb, path)
+    problems = check(course_copy)
+    assert any("contains solution or hidden-test text" in p for p in problems), problems
+
+
+def test_check_finds_a_stale_chapter_folder(course_copy):
+    (course_copy / "notebooks" / "99_unknown").mkdir()
+    assert any("99_unknown" in p for p in check(course_copy))
+
+
+def test_release_reproduces_the_committed_notebooks(course_copy, root):
+    shutil.rmtree(course_copy / "notebooks")
+    released = release(course_copy)
+    for path in released:
+        committed = root / path.relative_to(course_copy)
+        assert path.read_bytes() == committed.read_bytes(), (
+            f"{path.name} differs from the committed release"
+        )
+
+
+def test_unknown_chapter_is_a_clear_error(root):
+    result = run_cli("release", "99_nonsense", cwd=root)
+    assert (
+        result.returncode == 2
+        and "unknown chapter" in result.stderr
+        and "Traceback" not in result.stderr
+    )
+
+
+def test_outside_the_course_is_a_clear_error(tmp_path):
+    result = run_cli("check", cwd=tmp_path)
+    assert result.returncode == 2 and "not inside the course" in result.stderr
+    with pytest.raises(CourseError):
+        find_root(tmp_path)
+
+
+def test_missing_submissions_folder_is_a_clear_error(root, tmp_path):
+    result = run_cli("grade", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out"), cwd=root)
+    assert (
+        result.returncode == 2
+        and "does not exist" in result.stderr
+        and "Traceback" not in result.stderr
+    )
+
+
+def test_empty_submissions_folder_is_a_clear_error(root, tmp_path):
+    result = run_cli("grade", str(tmp_path), "--out", str(tmp_path / "out"), cwd=root)
+    assert result.returncode == 2 and "no submissions found" in result.stderr
+
+
+def test_discover_reports_what_it_skips(tmp_path):
+    (tmp_path / "alice" / "04_dot_product_attention").mkdir(parents=True)
+    (tmp_path / "alice" / "homework").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    found, problems = discover(tmp_path, ["04_dot_product_attention"])
+    assert list(found) == ["alice"]
+    assert any("homework" in p for p in problems) and any("notes.txt" in p for p in problems)
+
+
+def test_read_submission_explains_bad_notebooks(tmp_path):
+    assert read_submission(tmp_path / "missing.ipynb").startswith("missing")
+    bad = tmp_path / "bad.ipynb"
+    bad.write_text("{")
+    assert read_submission(bad).startswith("unreadable")
+    empty = tmp_path / "empty.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), empty)
+    assert "no code cells" in read_submission(empty)

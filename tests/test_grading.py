@@ -1,0 +1,113 @@
+"""End to end through ``python -m autograder grade``: the grader gives honest scores.
+
+For each chapter one batch of submissions is graded in one run: the solution (full
+marks), the untouched student notebook (zero, and the run finishes), a notebook that is
+not JSON, one whose student deleted a test cell, and one mutant per common mistake, which
+must lose points on the exercise it breaks and only there.
+"""
+
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from mutants import MUTANTS
+
+from autograder.grade import read_csv
+from autograder.submissions import mutate, solved_notebook, untouched_notebook, write_submission
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", params=sorted(MUTANTS))
+def graded(request, root, tmp_path_factory):
+    chapter = request.param
+    submissions = tmp_path_factory.mktemp(f"submitted-{chapter}")
+    out = tmp_path_factory.mktemp(f"graded-{chapter}")
+    write_submission(solved_notebook(root, chapter), submissions, "solution", chapter)
+    write_submission(untouched_notebook(root, chapter), submissions, "untouched", chapter)
+    for m in MUTANTS[chapter]:
+        nb = mutate(solved_notebook(root, chapter), m.cell, m.old, m.new)
+        write_submission(nb, submissions, f"mutant-{m.name}", chapter)
+    # a student who deleted a graded test cell: nbgrader must put it back, not skip it
+    nb = solved_notebook(root, chapter)
+    first_test = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade"))
+    nb.cells.remove(first_test)
+    write_submission(nb, submissions, "deleted-test-cell", chapter)
+    broken = submissions / "broken" / chapter / f"{chapter}.ipynb"
+    broken.parent.mkdir(parents=True)
+    broken.write_text('{"cells": [', encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = read_csv(out / "grades.csv")
+    by_student = {}
+    for r in rows:
+        by_student.setdefault(r.student, {})[r.cell] = r
+    return chapter, by_student, out
+
+
+def _scores(graded, student):
+    _, by_student, _ = graded
+    assert student in by_student, f"{student} is missing from grades.csv"
+    return by_student[student]
+
+
+def test_solution_earns_full_marks(graded):
+    for row in _scores(graded, "solution").values():
+        assert row.status == "graded" and row.points == row.max_points > 0, row
+
+
+def test_chapter_is_worth_at_least_ten_points(graded):
+    assert sum(r.max_points for r in _scores(graded, "solution").values()) >= 10
+
+
+def test_untouched_notebook_earns_zero(graded):
+    for row in _scores(graded, "untouched").values():
+        assert row.status == "graded" and row.points == 0, row
+
+
+def test_broken_notebook_gets_zero_with_a_reason(graded):
+    rows = _scores(graded, "broken").values()
+    assert all(r.points == 0 and r.status.startswith("unreadable") for r in rows)
+
+
+def test_deleted_test_cell_is_restored_and_graded(graded):
+    for row in _scores(graded, "deleted-test-cell").values():
+        assert row.points == row.max_points, row
+
+
+def test_feedback_for_every_graded_submission(graded):
+    chapter, by_student, out = graded
+    for student in by_student:
+        page = out / "feedback" / student / f"{chapter}.html"
+        assert page.is_file() == (student != "broken"), page
+    text = (out / "feedback" / "untouched" / f"{chapter}.html").read_text(encoding="utf-8")
+    assert "HIDDEN TESTS" not in text
+
+
+@pytest.mark.parametrize("index", range(max(len(v) for v in MUTANTS.values())))
+def test_each_mistake_loses_points_on_its_own_exercise_only(graded, index):
+    chapter = graded[0]
+    if index >= len(MUTANTS[chapter]):
+        pytest.skip(f"{chapter} has fewer mutants")
+    m = MUTANTS[chapter][index]
+    scores = _scores(graded, f"mutant-{m.name}")
+    assert m.breaks <= set(scores), f"unknown test cells in {m.breaks}"
+    for cell, row in scores.items():
+        if cell in m.breaks:
+            assert row.points < row.max_points, f"{m.name}: {cell} still earns full marks"
+        else:
+            assert row.points == row.max_points, (
+                f"{m.name}: {cell} lost points ({row.points}/{row.max_points})"
+            )
+
+
+def test_submissions_are_valid_notebooks(root):
+    for chapter in MUTANTS:
+        nbformat.validate(solved_notebook(root, chapter))
