@@ -4,6 +4,8 @@ Used by the course's own commands and, through the top-level ``nbgrader_config.p
 plain ``nbgrader`` commands run from the repository root.
 """
 
+import tempfile
+
 from traitlets.config import Config
 
 COURSE_ID = "attention-course"
@@ -46,6 +48,9 @@ def course_config(root, db_url: str | None = None, **directories: str) -> Config
     or other step directories, e.g. ``release_directory="/tmp/x"``)."""
     c = configure(Config())
     c.CourseDirectory.root = str(root)
+    # The course never uses nbgrader's exchange; point it somewhere writable so nbgrader
+    # does not log a CRITICAL "unwritable directory" on every command.
+    c.Exchange.root = tempfile.gettempdir()
     if db_url:
         c.CourseDirectory.db_url = db_url
     for name, value in directories.items():

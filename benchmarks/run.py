@@ -1,0 +1,169 @@
+"""Runtime table of the course, against the budgets of DESIGN.md (medians of a few runs).
+
+    .venv/bin/python -m benchmarks.run                    # notebooks and grading (a few minutes)
+    .venv/bin/python -m benchmarks.run --book --suite     # also the book from clean and `make test`
+
+Prints a Markdown table and writes it to benchmarks/results.md. Timings are not asserted
+in tests: these machines are noisy. Run it on a quiet machine.
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+from attention_course.runtime import GRADING_ENV
+from autograder.chapters import chapters_in, solution_path
+from autograder.submissions import solved_notebook, write_submission
+
+ROOT = Path(__file__).resolve().parents[1]
+BUDGETS = {"notebook": 120, "grading-mode notebook": 45, "book from clean": 600, "test suite": 1800}
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def run_notebook(path: Path, grading: bool) -> None:
+    nb = nbformat.read(path, as_version=4)
+    env = dict(os.environ)
+    env.pop(GRADING_ENV, None)
+    if grading:
+        env[GRADING_ENV] = "1"
+    old = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        NotebookClient(
+            nb,
+            timeout=600,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(path.parent)}},
+        ).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+def grade_one(chapter: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        write_submission(solved_notebook(ROOT, chapter), Path(tmp) / "in", "student", chapter)
+        subprocess.run(
+            [sys.executable, "-m", "autograder", "grade", f"{tmp}/in", "--out", f"{tmp}/out"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+
+
+def build_book() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        jb = Path(sys.executable).parent / "jupyter-book"
+        subprocess.run(
+            [str(jb), "build", str(ROOT), "--path-output", tmp, "-W", "-n", "--keep-going"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+
+
+def run_suite() -> None:
+    subprocess.run(["make", "test"], cwd=ROOT, check=True, capture_output=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--book", action="store_true", help="also time the book build from clean (once)"
+    )
+    parser.add_argument("--suite", action="store_true", help="also time `make test` (once)")
+    parser.add_argument("--chapter", action="append", help="only these chapters")
+    args = parser.parse_args(argv)
+    chapters = args.chapter or chapters_in(ROOT)
+    rows = []
+
+    def record(what, budget_key, command, fn, repeats):
+        times = [timed(fn) for _ in range(repeats)]
+        median = statistics.median(times)
+        budget = BUDGETS.get(budget_key)
+        verdict = "" if budget is None else ("within" if median <= budget else "OVER")
+        rows.append(
+            (
+                what,
+                f"{median:.1f}",
+                " / ".join(f"{t:.1f}" for t in times),
+                f"{budget} s" if budget else "",
+                verdict,
+                command,
+            )
+        )
+        print(f"{what}: median {median:.1f} s ({times})", flush=True)
+
+    for ch in chapters:
+        path = solution_path(ROOT, ch)
+        record(
+            f"{ch} solution notebook, full",
+            "notebook",
+            f"nbclient on solutions/{ch}/{ch}.ipynb",
+            lambda p=path: run_notebook(p, False),
+            args.repeats,
+        )
+        record(
+            f"{ch} solution notebook, grading mode",
+            "grading-mode notebook",
+            f"{GRADING_ENV}=1, nbclient",
+            lambda p=path: run_notebook(p, True),
+            args.repeats,
+        )
+        record(
+            f"{ch} grading one submission (CLI included)",
+            None,
+            "python -m autograder grade (1 student)",
+            lambda c=ch: grade_one(c),
+            args.repeats,
+        )
+    if args.book:
+        record(
+            "book from clean, pages executed",
+            "book from clean",
+            "jupyter-book build . -W -n --keep-going (fresh output folder)",
+            build_book,
+            1,
+        )
+    if args.suite:
+        record("whole test suite", "test suite", "make test", run_suite, 1)
+
+    cpu = f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}"
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Measured {time.strftime('%Y-%m-%d')} on {cpu}, Python {platform.python_version()}, "
+        f"with `{' '.join(['python -m benchmarks.run', *(argv or sys.argv[1:])])}`. Seconds.",
+        "",
+        "| what | median | runs | budget | verdict | command |",
+        "|---|---|---|---|---|---|",
+        *(f"| {' | '.join(row)} |" for row in rows),
+        "",
+    ]
+    out = ROOT / "benchmarks" / "results.md"
+    if args.chapter is None:
+        out.write_text("\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
