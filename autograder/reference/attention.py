@@ -3,7 +3,9 @@
 Mask convention, used everywhere in the course: a boolean ``mask`` broadcastable to
 ``(..., T_q, T_k)`` with ``mask[..., i, j]`` True where query i may attend to key j.
 A query whose every key is masked attends to nothing: its weights and output are zero
-(PyTorch's own operator gives NaN there; we choose zeros so padding queries stay finite).
+(a plain ``torch.softmax`` over a row of -inf gives NaN; we choose zeros, as PyTorch's
+``F.scaled_dot_product_attention`` does on the CPU in torch 2.13, so padding queries stay
+finite).
 """
 
 import math

@@ -1,0 +1,395 @@
+"""The website: it builds from clean with warnings as errors, it shows no solution code and
+no hidden test, it loads nothing from outside the host that serves it, and it renders in a
+real browser (math typeset by the locally served MathJax).
+
+The book is built once per session into a temporary folder (about half a minute plus the
+execution of the narrative pages). Screenshots of every page go to
+test-artifacts/screenshots/ for a human to look at.
+"""
+
+import html
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from functools import partial
+from html.parser import HTMLParser
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import nbformat
+import pytest
+import yaml
+
+from autograder.leaks import MARKERS, find_leaks, secret_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+BUILD_TIMEOUT_S = 900  # the budget for a clean build is 10 minutes on 2 cores
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+pytestmark = pytest.mark.slow
+
+# A short Python program that runs Jupyter Book's command line with this interpreter.
+JUPYTER_BOOK = "import sys; from jupyter_book.cli.main import main; sys.exit(main())"
+
+
+def _tail(text: str, lines: int = 60) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory) -> Path:
+    """Build the book from clean (-W -n --keep-going) and return the HTML folder."""
+    out = tmp_path_factory.mktemp("book")
+    env = dict(os.environ)
+    # The narrative pages import attention_course and autograder: make sure their kernel
+    # finds this checkout even where the project is not installed.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    command = [
+        sys.executable,
+        "-c",
+        JUPYTER_BOOK,
+        "build",
+        str(ROOT),
+        "--path-output",
+        str(out),
+        "-W",
+        "-n",
+        "--keep-going",
+    ]
+    try:
+        proc = subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(
+            f"the book build took more than {BUILD_TIMEOUT_S} s:\n{_tail(str(error.output or ''))}"
+        )
+    log = proc.stdout + proc.stderr
+    log_file = ROOT / "test-artifacts" / "book-build.log"
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    log_file.write_text(log, encoding="utf-8")
+    html_dir = out / "_build" / "html"
+    if proc.returncode != 0 or not (html_dir / "index.html").is_file():
+        pytest.fail(
+            f"`jupyter-book build . -W -n --keep-going` failed (exit status {proc.returncode}); "
+            f"full log in {log_file.relative_to(ROOT)}, last lines:\n{_tail(log)}"
+        )
+    return html_dir
+
+
+def html_pages(site: Path) -> list[Path]:
+    """Every page of the site (theme fragments under _static/ are not pages)."""
+    return sorted(p for p in site.rglob("*.html") if "_static" not in p.relative_to(site).parts)
+
+
+def toc_files() -> list[str]:
+    """Every document named in _toc.yml, root first, without its suffix."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    files = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                files.append(entry["file"])
+            walk(entry.get("sections"))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    walk(toc.get("chapters"))
+    return [re.sub(r"\.(md|ipynb)$", "", f) for f in files]
+
+
+def visible_text(path: Path) -> str:
+    """What a reader (or a scraper) can get from a built file: an HTML page without its
+    tags, HTML entities decoded (highlighted code is split into one tag per token); the
+    cells' sources of a notebook; any other text file as it is."""
+    raw = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix == ".html":
+        return html.unescape(re.sub(r"<[^>]+>", "", raw))
+    if path.suffix == ".ipynb":
+        nb = nbformat.reads(raw, as_version=4)
+        return "\n".join(cell.source for cell in nb.cells)
+    return raw
+
+
+# ---------------------------------------------------------------------------------------
+# What the site contains
+
+
+def test_book_builds_every_page_in_the_toc_and_nothing_else(site):
+    missing = [f for f in toc_files() if not (site / f"{f}.html").is_file()]
+    assert not missing, f"pages named in _toc.yml but absent from the built site: {missing}"
+    # Only book/ and notebooks/ are published: never solutions/, tests/, autograder/, ...
+    sources = [
+        p.relative_to(site / "_sources").as_posix()
+        for p in (site / "_sources").rglob("*")
+        if p.is_file()
+    ]
+    pages = [p.relative_to(site).as_posix() for p in html_pages(site)]
+    stray = [
+        p
+        for p in sources + pages
+        if p.split("/")[0] not in {"book", "notebooks"}
+        and p not in {"index.html", "genindex.html", "search.html"}
+    ]
+    assert not stray, f"the site publishes files from outside book/ and notebooks/: {stray}"
+
+
+def test_site_shows_no_solution_code_or_hidden_tests(site):
+    solutions = sorted(ROOT.glob("solutions/*/*.ipynb"))
+    assert solutions, "no solution notebooks under solutions/: nothing to check the site against"
+    secrets = set().union(*(secret_lines(nb) for nb in solutions))
+    assert secrets, "no solution or hidden-test lines found in the solution notebooks"
+    scanned, leaks = 0, {}
+    for path in sorted(site.rglob("*")):
+        if path.suffix not in {".html", ".ipynb", ".md", ".txt", ".py"} or "_static" in path.parts:
+            continue
+        scanned += 1
+        found = find_leaks(visible_text(path), secrets)
+        if found:
+            leaks[str(path.relative_to(site))] = found[:5]
+    assert scanned, "no HTML found in the built site"
+    assert not leaks, (
+        f"the website shows solution code or hidden tests (or their {MARKERS} markers): {leaks}"
+    )
+
+
+def test_exercise_notebooks_are_the_student_versions_not_executed(site):
+    for chapter_dir in sorted((ROOT / "notebooks").glob("*/")):
+        page = site / "notebooks" / chapter_dir.name / f"{chapter_dir.name}.html"
+        if not page.is_file():
+            continue  # not in the toc yet: test_book_builds_every_page_in_the_toc covers the toc
+        text = page.read_text(encoding="utf-8")
+        assert "NotImplementedError" in text, (
+            f"{page.name}: no exercise stub; is it the student version?"
+        )
+        assert "cell_output" not in text, f"{page.name}: the student notebook was executed at build"
+        assert re.search(r'href="[^"]*\.ipynb"', text), (
+            f"{page.name}: no download link to the .ipynb"
+        )
+
+
+def test_mathjax_is_served_from_the_site(site):
+    mathjax = site / "_static" / "mathjax"
+    for rel in (
+        "MathJax.js",
+        "config/TeX-AMS-MML_HTMLorMML-full.js",
+        "jax/output/HTML-CSS/fonts/STIX-Web/fontdata.js",
+    ):
+        assert (mathjax / rel).is_file(), f"{rel} is missing from the site's _static/mathjax/"
+    assert list((mathjax / "fonts").rglob("*.woff")), "no web fonts in _static/mathjax/fonts"
+    page = (site / "book" / "04_dot_product_attention.html").read_text(encoding="utf-8")
+    assert "_static/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full" in page
+
+
+class _Assets(HTMLParser):
+    """The URLs a page makes the browser fetch: script, link, img, iframe, source, etc."""
+
+    ATTRS = {
+        "script": "src",
+        "link": "href",
+        "img": "src",
+        "iframe": "src",
+        "source": "src",
+        "video": "src",
+        "audio": "src",
+        "embed": "src",
+        "object": "data",
+    }
+
+    def __init__(self):
+        super().__init__()
+        self.urls: list[str] = []
+        self.inline: list[str] = []
+        self._in_script = False
+
+    def handle_starttag(self, tag, attrs):
+        wanted = self.ATTRS.get(tag)
+        values = dict(attrs)
+        if wanted and values.get(wanted):
+            self.urls.append(values[wanted])
+        self._in_script = tag in {"script", "style"}
+
+    def handle_endtag(self, tag):
+        self._in_script = False
+
+    def handle_data(self, data):
+        if self._in_script:
+            self.inline.append(data)
+
+
+def test_no_page_references_another_host(site):
+    problems = []
+    for page in html_pages(site):
+        parser = _Assets()
+        parser.feed(page.read_text(encoding="utf-8"))
+        rel = page.relative_to(site)
+        for url in parser.urls:
+            if re.match(r"^([a-z][a-z0-9+.-]*:|//)", url, re.I) and not url.startswith("data:"):
+                problems.append(f"{rel}: loads {url}")
+        for code in parser.inline:
+            for url in re.findall(r"https?://[^\s\"'<>)]+", code):
+                problems.append(f"{rel}: inline script or style names {url}")
+    for css in (site / "_static").rglob("*.css"):
+        for url in re.findall(
+            r"@import\s+(?:url\()?['\"]?(https?://[^'\")\s]+)", css.read_text(errors="replace")
+        ):
+            problems.append(f"{css.relative_to(site)}: imports {url}")
+    assert not problems, "the site would load from other hosts:\n" + "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------
+# A real browser
+
+
+@pytest.fixture(scope="session")
+def server(site):
+    """Serve the built site on 127.0.0.1 at a free port."""
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(site)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        message = (
+            "no chromium on PATH for the browser test: install it with "
+            "`apt-get update && apt-get install -y chromium` (never `playwright install`)"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+# The first non-empty <h1> (genindex.html has an empty one in the theme's header) without
+# its "#" permalink.
+HEADING_JS = """() => {
+    for (const h1 of document.querySelectorAll("h1")) {
+        const copy = h1.cloneNode(true);
+        copy.querySelectorAll(".headerlink").forEach((a) => a.remove());
+        const text = copy.textContent.trim();
+        if (text) return text;
+    }
+    return "";
+}"""
+
+# The math Sphinx writes (MathJax's own output spans also have the class "math").
+MATH = "span.math.notranslate, div.math.notranslate"
+MATH_COUNT_JS = f"() => document.querySelectorAll('{MATH}').length"
+
+# MathJax 2 is done when its queue is idle and every math element holds typeset output
+# instead of its TeX source.
+MATH_DONE_JS = """() => {
+    if (!window.MathJax || !MathJax.Hub || !MathJax.Hub.queue) return false;
+    if (MathJax.Hub.queue.pending || MathJax.Hub.queue.running) return false;
+    const maths = document.querySelectorAll("MATH_SELECTOR");
+    return Array.from(maths).every((el) =>
+        el.querySelector(".MathJax, .MathJax_Display, .MathJax_CHTML, .MathJax_SVG") &&
+        !el.innerText.includes("\\\\(") && !el.innerText.includes("\\\\["));
+}""".replace("MATH_SELECTOR", MATH)
+
+# Every image: [src, width in pixels once loaded, alt text, whether it is a figure].
+IMAGES_JS = """() => Array.from(document.querySelectorAll("article img")).map((img) =>
+    [img.getAttribute("src"), img.naturalWidth, img.alt, !!img.closest("figure")])"""
+
+MATH_ERRORS_JS = """() => Array.from(document.querySelectorAll(".merror, .noError, .MathJax_Error"))
+    .map((el) => el.textContent.trim()).slice(0, 5)"""
+
+
+def test_pages_render_offline_in_a_browser(site, server):
+    chromium = _chromium()
+    from playwright.sync_api import sync_playwright
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for old in SCREENSHOTS.glob("*.png"):
+        old.unlink()
+    external, failed, bad_status, page_errors, problems = [], [], [], [], []
+
+    def route(route):
+        url = route.request.url
+        parts = urlsplit(url)
+        if parts.scheme in {"data", "blob", "about"} or parts.hostname in LOCAL_HOSTS:
+            route.continue_()
+        else:
+            external.append(url)
+            route.abort()
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=chromium,
+            headless=True,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            context.route("**/*", route)
+            page = context.new_page()
+            page.on("requestfailed", lambda r: failed.append(f"{r.url} ({r.failure})"))
+            page.on(
+                "response",
+                lambda r: r.status >= 400 and bad_status.append(f"{r.url}: HTTP {r.status}"),
+            )
+            page.on("pageerror", lambda e: page_errors.append(f"{page.url}: {e}"))
+            for path in html_pages(site):
+                rel = path.relative_to(site).as_posix()
+                # networkidle: leave nothing in flight that the next page.goto would abort
+                page.goto(f"{server}/{rel}", wait_until="networkidle")
+                if 'http-equiv="Refresh"' in path.read_text(encoding="utf-8"):
+                    # index.html redirects to the root page of the toc
+                    page.wait_for_url(re.compile(r".*/book/intro\.html$"), timeout=10_000)
+                    page.wait_for_load_state("networkidle")
+                    continue
+                title, heading = page.title().strip(), page.evaluate(HEADING_JS)
+                if not title or not heading or not title.startswith(heading):
+                    problems.append(
+                        f"{rel}: title {title!r} does not start with its heading {heading!r}"
+                    )
+                if page.evaluate(MATH_COUNT_JS):
+                    try:
+                        page.wait_for_function(MATH_DONE_JS, timeout=30_000)
+                    except Exception:
+                        problems.append(
+                            f"{rel}: MathJax did not typeset the page's math within 30 s"
+                        )
+                    errors = page.evaluate(MATH_ERRORS_JS)
+                    if errors:
+                        problems.append(f"{rel}: MathJax could not typeset {errors}")
+                images = page.evaluate(IMAGES_JS)
+                broken = [src for src, width, _, _ in images if width == 0]
+                no_alt = [src for src, _, alt, in_figure in images if in_figure and not alt]
+                if broken:
+                    problems.append(f"{rel}: images that did not load: {broken}")
+                if no_alt:
+                    problems.append(f"{rel}: figures without alt text: {no_alt}")
+                if rel == "book/04_dot_product_attention.html" and len(images) < 4:
+                    problems.append(f"{rel}: expected its 4 measured figures, found {len(images)}")
+                page.wait_for_load_state("networkidle")  # web fonts requested while typesetting
+                page.screenshot(
+                    path=str(SCREENSHOTS / (rel.replace("/", "__")[:-5] + ".png")), full_page=True
+                )
+        finally:
+            browser.close()
+
+    local_failures = [f for f in failed if urlsplit(f.split(" ")[0]).hostname in LOCAL_HOSTS]
+    assert not external, "pages tried to load from other hosts:\n" + "\n".join(
+        sorted(set(external))
+    )
+    assert not local_failures, "requests failed:\n" + "\n".join(local_failures)
+    assert not bad_status, "requests answered with an error:\n" + "\n".join(bad_status)
+    assert not page_errors, "JavaScript errors:\n" + "\n".join(page_errors)
+    assert not problems, "\n".join(problems)
