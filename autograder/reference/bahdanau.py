@@ -50,8 +50,8 @@ class AdditiveScore(nn.Module):
     def forward(
         self, s: torch.Tensor, h: torch.Tensor, keys: torch.Tensor | None = None
     ) -> torch.Tensor:
-        keys = self.U(h) if keys is None else keys  # U h_j                     (B, S, A)
-        query = self.W(s)[:, None, :]  # W s, broadcast over positions        (B, 1, A)
+        keys = self.U(h) if keys is None else keys  # U h_j  (B, S, A)
+        query = self.W(s)[:, None, :]  # W s, broadcast over positions  (B, 1, A)
         # e_j = v^T tanh(W s + U h_j)
         return self.v(torch.tanh(query + keys)).squeeze(-1)  # (B, S)
 
@@ -66,7 +66,7 @@ def general_score(s: torch.Tensor, h: torch.Tensor, W_a: torch.Tensor) -> torch.
 
     s: (B, H_dec), h: (B, S, H_enc), W_a: (H_dec, H_enc) -> (B, S).
     """
-    query = s @ W_a  # s^T W_a                                              (B, H_enc)
+    query = s @ W_a  # s^T W_a  (B, H_enc)
     return dot_score(query, h)  # (B, S)
 
 
@@ -151,9 +151,9 @@ class AttentionDecoder(nn.Module):
         self.out = nn.Linear(d_hidden + d_enc, vocab_size)
 
     def step(self, prev_token, hidden, enc_states, src_mask, keys=None):
-        e = self.score(hidden, enc_states, keys)  # e_ij = a(s_{i-1}, h_j)        (B, S)
-        alpha = masked_softmax(e, src_mask)  # (B, S)
-        c = context(alpha, enc_states)  # c_i = sum_j alpha_ij h_j               (B, H_enc)
+        e = self.score(hidden, enc_states, keys)  # e_ij = a(s_{i-1}, h_j)  (B, S)
+        alpha = masked_softmax(e, src_mask)  # alpha_ij  (B, S)
+        c = context(alpha, enc_states)  # c_i = sum_j alpha_ij h_j  (B, H_enc)
         y = self.embedding(prev_token)  # (B, E)
         # s_i = GRU([E y_{i-1}; c_i], s_{i-1})
         hidden = self.cell(torch.cat([y, c], dim=-1), hidden)  # (B, H_dec)
@@ -170,21 +170,20 @@ class Seq2SeqAttention(Seq2Seq):
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOutput:
         memory = super().encode(src, src_lengths)
-        return memory._replace(
-            keys=self.decoder.score.project_keys(memory.states)
-        )  # U h_j once per source
+        keys = self.decoder.score.project_keys(memory.states)  # U h_j, once per source (B, S, A)
+        return memory._replace(keys=keys)
 
     def decode_step(self, prev_token, hidden, memory: EncoderOutput):
         return self.decoder.step(prev_token, hidden, memory.states, memory.mask, memory.keys)
 
     def forward(self, src, src_lengths, tgt_in) -> tuple[torch.Tensor, torch.Tensor]:
         memory = self.encode(src, src_lengths)
-        hidden = memory.final  # s_0 = the encoder's final state                (B, H)
+        # s_0 = the encoder's final state (the paper uses tanh(W_s h_1) of a backward RNN)
+        hidden = memory.final  # (B, H)
         logits, weights = [], []
         for t in range(tgt_in.size(1)):
-            step_logits, hidden, alpha = self.decode_step(
-                tgt_in[:, t], hidden, memory
-            )  # (B, V), (B, H), (B, S)
+            # (B, V), (B, H), (B, S)
+            step_logits, hidden, alpha = self.decode_step(tgt_in[:, t], hidden, memory)
             logits.append(step_logits)
             weights.append(alpha)
         return torch.stack(logits, dim=1), torch.stack(weights, dim=1)  # (B, T, V), (B, T, S)

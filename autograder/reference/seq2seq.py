@@ -75,9 +75,8 @@ class Encoder(nn.Module):
         x = self.embedding(src)  # (B, S, E)
         packed = pack_padded_sequence(x, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
         packed_states, h_n = self.rnn(packed)  # h_n: (1, B, H), in the original batch order
-        states, _ = pad_packed_sequence(
-            packed_states, batch_first=True, total_length=src.size(1)
-        )  # (B, S, H)
+        # back to (B, S, H), zeros after each sequence's end
+        states, _ = pad_packed_sequence(packed_states, batch_first=True, total_length=src.size(1))
         return states, h_n[-1]  # (B, S, H), (B, H)
 
 
@@ -128,7 +127,7 @@ class Seq2Seq(nn.Module):
         self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor
     ) -> torch.Tensor:
         memory = self.encode(src, src_lengths)
-        hidden = memory.final  # s_0 = h_S                                   (B, H)
+        hidden = memory.final  # s_0 = h_S, the fixed-length summary of the source  (B, H)
         logits = []
         for t in range(tgt_in.size(1)):
             step_logits, hidden = self.decode_step(tgt_in[:, t], hidden, memory)  # (B, V), (B, H)
@@ -144,9 +143,8 @@ def sequence_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int = 0) 
     padding it has.
     """
     V = logits.size(-1)
-    return F.cross_entropy(
-        logits.reshape(-1, V), tgt_out.reshape(-1), ignore_index=pad_id
-    )  # (B*T, V) vs (B*T,)
+    flat_logits, flat_targets = logits.reshape(-1, V), tgt_out.reshape(-1)  # (B*T, V), (B*T,)
+    return F.cross_entropy(flat_logits, flat_targets, ignore_index=pad_id)
 
 
 @torch.no_grad()
@@ -176,9 +174,8 @@ def greedy_decode(
     done = torch.zeros_like(prev, dtype=torch.bool)  # (B,)
     tokens, weights = [], []
     for _ in range(max_len):
-        logits, hidden, *extra = model.decode_step(
-            prev, hidden, memory
-        )  # extra = [weights (B, S)] with attention
+        # extra is [] without attention, [weights (B, S)] with it
+        logits, hidden, *extra = model.decode_step(prev, hidden, memory)  # (B, V), (B, H)
         prev = logits.argmax(dim=-1).masked_fill(done, pad_id)  # (B,)
         tokens.append(prev)
         weights.extend(extra)
