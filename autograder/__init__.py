@@ -6,6 +6,6 @@ configuration, and the ``release`` / ``check`` / ``grade`` commands::
     python -m autograder grade SUBMISSIONS --out OUT
 """
 
-from autograder.chapters import CHAPTERS
+from autograder.chapters import ALL_CHAPTERS
 
-__all__ = ["CHAPTERS"]
+__all__ = ["ALL_CHAPTERS"]

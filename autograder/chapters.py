@@ -63,7 +63,3 @@ def validate_chapters(root: Path, requested: list[str] | None) -> list[str]:
             + ", ".join(available)
         )
     return list(requested)
-
-
-# Chapters whose notebooks exist in this checkout (used by tests and the book).
-CHAPTERS = tuple(ALL_CHAPTERS)

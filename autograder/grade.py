@@ -30,7 +30,7 @@ import nbformat
 from attention_course.runtime import GRADING_ENV
 from autograder.chapters import ALL_CHAPTERS, CourseError, chapters_in, solution_path
 from autograder.nbgrader_settings import COURSE_ID, course_config
-from autograder.release import _nbgrader_api, validate_solution_notebook
+from autograder.release import nbgrader_api, validate_solution_notebook
 
 CSV_COLUMNS = ("student", "chapter", "cell", "points", "max_points", "status")
 
@@ -170,7 +170,7 @@ def grade(
         autograded_directory=work / "autograded",
         feedback_directory=work / "feedback",
     )
-    api = _nbgrader_api(config)
+    api = nbgrader_api(config)
 
     wanted = sorted({ch for chs in found.values() for ch in chs}, key=ALL_CHAPTERS.index)
     for chapter in wanted:

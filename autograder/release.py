@@ -20,7 +20,7 @@ from autograder.leaks import find_leaks, secret_lines
 from autograder.nbgrader_settings import course_config
 
 
-def _nbgrader_api(config):
+def nbgrader_api(config):
     """nbgrader's Python API for a course configuration.
 
     nbgrader runs the ``alembic`` executable from PATH when it opens a gradebook, which
@@ -58,7 +58,7 @@ def generate(root: Path, chapters: list[str], release_dir: Path) -> None:
         config = course_config(
             root, db_url=f"sqlite:///{tmp}/gradebook.db", release_directory=release_dir
         )
-        api = _nbgrader_api(config)
+        api = nbgrader_api(config)
         for chapter in chapters:
             result = api.generate_assignment(chapter, force=True, create=True)
             if not result["success"]:
