@@ -42,3 +42,120 @@ def explore_attention(weights, query_labels=None, key_labels=None, title: str = 
 
     slider = widgets.IntSlider(value=0, min=0, max=T_q - 1, description="query")
     display(widgets.interactive(draw, query=slider))
+
+
+def _check_example(label, example) -> tuple[list[str], list[str], torch.Tensor]:
+    """``(source_tokens, output_tokens, weights (L, S))`` with L output and S source tokens,
+    or a ValueError that says what is wrong with it."""
+    if not isinstance(example, tuple | list) or len(example) != 3:
+        got = f"{len(example)} items" if isinstance(example, tuple | list) else type(example)
+        raise ValueError(
+            f"example {label!r} must be a triple (source_tokens, output_tokens, weights), got {got}"
+        )
+    source, output, weights = example
+    if isinstance(source, str) or isinstance(output, str):
+        raise ValueError(f"example {label!r}: pass token lists, not strings (use .split())")
+    source, output = [str(t) for t in source], [str(t) for t in output]
+    w = torch.as_tensor(weights).detach().float().cpu()
+    if not source or not output:
+        raise ValueError(
+            f"example {label!r} has {len(source)} source and {len(output)} output tokens; "
+            "both must be non-empty"
+        )
+    expected = (len(output), len(source))
+    if w.dim() != 2 or tuple(w.shape) != expected:
+        hint = "; transposed?" if tuple(w.shape) == expected[::-1] else ""
+        raise ValueError(
+            f"example {label!r}: weights of shape {tuple(w.shape)}, expected {expected} = "
+            f"(output tokens, source tokens), one row per output token{hint}"
+        )
+    return source, output, w
+
+
+def _draw_tokens(ax, tokens: list[str], current: int, per_line: int = 100):
+    """Write ``tokens[: current + 1]`` left to right in a monospace font, wrapping after
+    ``per_line`` characters, with ``tokens[current]`` highlighted."""
+    ax.axis("off")
+    column, line = 0, 0
+    for i, tok in enumerate(tokens[: current + 1]):
+        if column and column + len(tok) > per_line:
+            column, line = 0, line + 1
+        highlight = (
+            dict(boxstyle="round,pad=0.2", fc=COLOURS[1], ec="none") if i == current else None
+        )
+        ax.text(
+            column / per_line,
+            1.0 - 0.28 * line,
+            tok,
+            family="monospace",
+            fontweight="bold" if i == current else "normal",
+            va="top",
+            bbox=highlight,
+            transform=ax.transAxes,
+        )
+        column += len(tok) + 1
+
+
+def draw_decoding_step(source, output, weights, step: int, title: str = ""):
+    """One step of a decoder with attention: the bars are the weights of output token
+    ``step`` over the source tokens (row ``step`` of ``weights``, shape (L, S)); beside
+    them the whole map with that row outlined; below, the output so far with the current
+    token highlighted. Returns the Figure."""
+    source, output, w = _check_example(title or "example", (source, output, weights))
+    L, S = w.shape
+    if not 0 <= step < L:
+        raise ValueError(f"step {step} is outside the {L} decoder steps (0 to {L - 1})")
+    fig = plt.figure(figsize=(11, 4.6))
+    grid = fig.add_gridspec(2, 2, height_ratios=(3, 1), width_ratios=(1.2, 1))
+    bars, full, text = (
+        fig.add_subplot(grid[0, 0]),
+        fig.add_subplot(grid[0, 1]),
+        fig.add_subplot(grid[1, :]),
+    )
+    bars.bar(range(S), w[step].numpy(), color=COLOURS[0])
+    bars.set_xticks(range(S), source, rotation=60, ha="right")
+    bars.set_ylim(0, 1)
+    bars.set_ylabel("attention weight")
+    bars.set_title(f"step {step}: {output[step]!r} looks at")
+    full.imshow(w.numpy(), cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    full.add_patch(plt.Rectangle((-0.5, step - 0.5), S, 1, fill=False, ec=COLOURS[3], lw=2.5))
+    full.set_xticks(range(S), source, rotation=60, ha="right")
+    full.set_yticks(range(L), output)
+    full.set_title(title or "all steps")
+    _draw_tokens(text, output, step)
+    text.set_title("output so far", loc="left")
+    fig.tight_layout()
+    return fig
+
+
+def explore_decoding(examples):
+    """Step through greedy decoding with attention, token by token.
+
+    ``examples`` maps a label to ``(source_tokens, output_tokens, weights)``, with weights
+    of shape (L, S): L output tokens, S source tokens, row i the weights of output token i
+    (what ``translate_with_attention`` returns, with the source it was given). A menu picks
+    the example and a slider the decoder step.
+    """
+    if not hasattr(examples, "items") or not examples:
+        raise ValueError(
+            "explore_decoding needs a non-empty dict {label: (source, output, weights)}"
+        )
+    checked = {str(label): _check_example(label, ex) for label, ex in examples.items()}
+    labels = list(checked)
+    choose = widgets.Dropdown(options=labels, value=labels[0], description="example")
+    slider = widgets.IntSlider(
+        value=0, min=0, max=len(checked[labels[0]][1]) - 1, description="step"
+    )
+
+    def fit_slider(change):  # a new example may have fewer steps than the slider's value
+        slider.value = min(slider.value, len(checked[change["new"]][1]) - 1)
+        slider.max = len(checked[change["new"]][1]) - 1
+
+    choose.observe(fit_slider, names="value")  # registered first: runs before a redraw
+
+    def draw(example: str, step: int):
+        source, output, w = checked[example]
+        draw_decoding_step(source, output, w, min(step, len(output) - 1), title=example)
+        plt.show()
+
+    display(widgets.interactive(draw, example=choose, step=slider))

@@ -183,3 +183,82 @@ def test_plots_return_figures():
         progress=False,
     )
     assert plot_history(history).axes
+
+
+def _decoding_examples():
+    g = torch.Generator().manual_seed(0)
+    short = (["twenty", "one"], ["ein", "und", "zwanzig", "<eos>"], torch.rand(4, 2, generator=g))
+    long = (list("abcde"), ["x"] * 7, torch.rand(7, 5, generator=g).softmax(-1))
+    return {"short": short, "long": long}
+
+
+def test_draw_decoding_step_shows_one_row_and_the_output_so_far():
+    import matplotlib.pyplot as plt
+
+    from attention_course.widgets import draw_decoding_step
+
+    source, output, weights = _decoding_examples()["short"]
+    fig = draw_decoding_step(source, output, weights, step=2, title="21")
+    bars, heatmap, text = fig.axes[:3]
+    heights = [patch.get_height() for patch in bars.patches]
+    assert heights == pytest.approx(weights[2].tolist())
+    assert [t.get_text() for t in bars.get_xticklabels()] == source
+    assert [t.get_text() for t in heatmap.get_yticklabels()] == output
+    written = [t.get_text() for t in text.texts]
+    assert written == ["ein", "und", "zwanzig"]  # the output so far, not the future
+    assert text.texts[-1].get_bbox_patch() is not None  # the current token is highlighted
+    assert text.texts[0].get_bbox_patch() is None
+    with pytest.raises(ValueError, match="outside the 4 decoder steps"):
+        draw_decoding_step(source, output, weights, step=4)
+    plt.close("all")
+
+
+def test_explore_decoding_validates_its_examples():
+    from attention_course.widgets import explore_decoding
+
+    source, output, weights = _decoding_examples()["short"]
+    with pytest.raises(ValueError, match=r"shape \(2, 4\), expected \(4, 2\).*transposed"):
+        explore_decoding({"t": (source, output, weights.T)})
+    with pytest.raises(ValueError, match=r"shape \(3, 2\), expected \(4, 2\)"):
+        explore_decoding({"t": (source, output, weights[:3])})
+    with pytest.raises(ValueError, match=r"expected \(4, 2\)"):
+        explore_decoding({"t": (source, output, weights[None])})
+    with pytest.raises(ValueError, match="triple"):
+        explore_decoding({"t": (source, output)})
+    with pytest.raises(ValueError, match="token lists, not strings"):
+        explore_decoding({"t": ("twenty one", output, weights)})
+    with pytest.raises(ValueError, match="non-empty dict"):
+        explore_decoding({})
+    with pytest.raises(ValueError, match="non-empty dict"):
+        explore_decoding([(source, output, weights)])
+
+
+def test_explore_decoding_draws_once_and_follows_the_menu(monkeypatch):
+    import ipywidgets
+    import matplotlib.pyplot as plt
+
+    import attention_course.widgets as widgets_module
+
+    shown, drawn = [], []
+    monkeypatch.setattr(widgets_module, "display", shown.append)
+    original = widgets_module.draw_decoding_step
+
+    def spy(source, output, weights, step, title=""):
+        drawn.append((title, step))
+        return original(source, output, weights, step, title)
+
+    monkeypatch.setattr(widgets_module, "draw_decoding_step", spy)
+    plt.close("all")
+    widgets_module.explore_decoding(_decoding_examples())
+    assert len(shown) == 1 and drawn == [("short", 0)]  # drawn once without a browser
+    assert plt.get_fignums(), "no figure was drawn"
+    controls = {type(w): w for w in shown[0].children}
+    menu, slider = controls[ipywidgets.Dropdown], controls[ipywidgets.IntSlider]
+    assert list(menu.options) == ["short", "long"] and slider.max == 3
+    menu.value = "long"
+    assert slider.max == 6 and drawn[-1] == ("long", 0)
+    slider.value = 6
+    assert drawn[-1] == ("long", 6)
+    menu.value = "short"  # fewer steps: the slider comes back within range
+    assert slider.max == 3 and slider.value == 3 and drawn[-1] == ("short", 3)
+    plt.close("all")
