@@ -187,7 +187,7 @@ MUTANTS = {
         mutant(
             "context-from-decoder-state",
             "attention_decoder",
-            "c = context(alpha, enc_states)",
+            "c = context(weights, enc_states)",
             "c = hidden",
             "test_attention_step",
         ),
