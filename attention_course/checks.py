@@ -10,6 +10,8 @@ They raise ``AssertionError`` so that nbgrader counts a failed check as a failed
 from collections.abc import Sequence
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 
 def _fail(what: str, hint: str | None) -> None:
@@ -127,3 +129,52 @@ def check_masked_out(
             "position; expected 0.",
             hint or "is the mask inverted, or applied after the softmax instead of before?",
         )
+
+
+class _NewStorageTracker(TorchDispatchMode):
+    """Records the largest storage that any operation allocates (views of existing
+    tensors, such as an ``expand`` or a slice, allocate nothing and are not counted)."""
+
+    def __init__(self, known: set[int]):
+        super().__init__()
+        self.known = known
+        self.largest = 0
+        self.op = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                storage = t.untyped_storage()
+                if storage.data_ptr() not in self.known and storage.nbytes() > self.largest:
+                    self.largest, self.op = storage.nbytes(), str(func)
+        return out
+
+
+def largest_allocation(fn, *args, **kwargs) -> tuple[int, str | None, object]:
+    """Run ``fn(*args, **kwargs)`` and return ``(bytes, op, result)``: the largest tensor
+    storage that one of its operations allocated, the operation that did, and the result."""
+    known = {
+        a.untyped_storage().data_ptr()
+        for a in tree_leaves((args, kwargs))
+        if isinstance(a, torch.Tensor)
+    }
+    with _NewStorageTracker(known) as tracker:
+        result = fn(*args, **kwargs)
+    return tracker.largest, tracker.op, result
+
+
+def check_allocates_less_than(
+    fn, args: Sequence, limit_bytes: int, name: str, hint: str | None = None
+):
+    """Check that no single tensor allocated while running ``fn(*args)`` reaches
+    ``limit_bytes`` (for example: a blocked attention never builds the full T_q x T_k
+    matrix of scores). Returns ``fn(*args)``."""
+    largest, op, result = largest_allocation(fn, *args)
+    if largest >= limit_bytes:
+        _fail(
+            f"{name} allocated a tensor of {largest:,} bytes (in {op}); expected every tensor "
+            f"to stay below {limit_bytes:,} bytes.",
+            hint,
+        )
+    return result

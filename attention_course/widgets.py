@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-from attention_course.plots import COLOURS
+from attention_course.plots import COLOURS, attention_heatmap
 
 
 def explore_attention(weights, query_labels=None, key_labels=None, title: str = "attention"):
@@ -159,3 +159,30 @@ def explore_decoding(examples):
         plt.show()
 
     display(widgets.interactive(draw, example=choose, step=slider))
+
+
+def explore_heads(weights, query_labels=None, key_labels=None, title: str = "head"):
+    """Pick a head with a toggle: the ``(T_q, T_k)`` map of that head, from weights of
+    shape ``(h, T_q, T_k)`` (one example's weights from a multi-head layer)."""
+    w = torch.as_tensor(weights).detach().float().cpu()
+    if w.dim() != 3:
+        raise ValueError(
+            f"explore_heads needs (heads, queries, keys) weights, got shape {tuple(w.shape)}; "
+            "for a batch, pass weights[0]"
+        )
+
+    def draw(head: int):
+        attention_heatmap(
+            w[head],
+            query_labels=query_labels,
+            key_labels=key_labels,
+            title=f"{title} {head + 1} of {w.size(0)}",
+            xlabel="keys",
+            ylabel="queries",
+        )
+        plt.show()
+
+    picker = widgets.ToggleButtons(
+        options=[(str(i + 1), i) for i in range(w.size(0))], value=0, description="head"
+    )
+    display(widgets.interactive(draw, head=picker))

@@ -22,6 +22,8 @@ def mutant(name, cell, old, new, *breaks):
 
 SDPA = "scaled_dot_product_attention"
 SDPA_TESTS = ("test_attention_unmasked", "test_attention_masked")
+MHA_TESTS = ("test_multi_head_attention", "test_multi_head_masks")
+BLOCKED_TESTS = ("test_blocked_attention", "test_blocked_attention_masked")
 
 MUTANTS = {
     "04_dot_product_attention": [
@@ -197,6 +199,64 @@ MUTANTS = {
             "query = s @ W_a",
             "query = (W_a @ s.T).T",
             "test_luong_scores",
+        ),
+    ],
+    "05_multi_head_attention": [
+        mutant(
+            "heads-split-without-transpose",
+            "split_heads",
+            "x = x.view(B, T, num_heads, d_k)  # (B, T, h, d_k)\n    x = x.transpose(1, 2)",
+            "x = x.reshape(B, num_heads, T, d_k)",
+            "test_split_heads",
+        ),
+        mutant(
+            "heads-merged-in-wrong-order",
+            "merge_heads",
+            "x = x.transpose(1, 2)  # (B, T, h, d_k)",
+            "x = x.permute(0, 2, 3, 1)  # (B, T, d_k, h)",
+            "test_merge_heads",
+        ),
+        mutant(
+            "no-output-projection",
+            "multi_head_attention",
+            "output = self.W_o(merge_heads(heads))",
+            "output = merge_heads(heads)",
+            *MHA_TESTS,
+        ),
+        mutant(
+            "scale-uses-d_model",
+            "multi_head_attention",
+            "scaled_dot_product_attention(Q, K, V, mask)",
+            "scaled_dot_product_attention(Q, K, V, mask, scale=1 / math.sqrt(self.d_model))",
+            *MHA_TESTS,
+        ),
+        mutant(
+            "mask-not-broadcast-over-heads",
+            "multi_head_attention",
+            "mask = mask.unsqueeze(-3)",
+            "mask = mask",
+            "test_multi_head_masks",
+        ),
+        mutant(
+            "online-softmax-sum-not-rescaled",
+            "blocked_attention",
+            "l = l * rescale + p.sum(-1, keepdim=True)",
+            "l = l + p.sum(-1, keepdim=True)",
+            *BLOCKED_TESTS,
+        ),
+        mutant(
+            "last-partial-block-dropped",
+            "blocked_attention",
+            "range(0, K.size(-2), block_size)",
+            "range(0, K.size(-2) - block_size + 1, block_size)",
+            *BLOCKED_TESTS,
+        ),
+        mutant(
+            "cost-of-one-head-only",
+            "multi_head_cost",
+            "multiply_adds = projections + num_heads * per_head",
+            "multiply_adds = projections + per_head",
+            "test_multi_head_cost",
         ),
     ],
 }
