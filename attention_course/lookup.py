@@ -105,6 +105,7 @@ def train_lookup(
     seed: int = 0,
     batch_size: int = 128,
     lr: float = 1e-2,
+    progress: bool | None = None,
 ) -> LookupRun:
     """Train a LookupModel whose attention is ``make_attention(d_model, num_heads)`` and
     measure it on 2,000 held-out sequences (the same for every call)."""
@@ -120,5 +121,6 @@ def train_lookup(
         lr=lr,
         evaluate=lambda m: lookup_accuracy(m, test_x, test_y),
         eval_every=100,
+        progress=progress,
     )
     return LookupRun(num_heads, model, history, lookup_accuracy(model, test_x, test_y))

@@ -1,0 +1,165 @@
+"""The measurements behind chapter 05's page (autograder/reference/cost.py): slope fitting,
+crossings, operation counts, peak memory and the heads' offsets. Tiny sizes only, and no
+assertion on a wall-clock time."""
+
+import math
+import platform
+
+import pytest
+import torch
+
+from attention_course.lookup import LookupModel, LookupTask
+from autograder.reference import cost
+from autograder.reference.analysis import table1_layers
+from autograder.reference.multi_head import MultiHeadAttention, multi_head_cost
+
+linux_only = pytest.mark.skipif(
+    platform.system() != "Linux", reason="peak memory is read from /proc (Linux)"
+)
+
+
+def test_loglog_slope_recovers_power_laws():
+    xs = [16, 32, 64, 128, 256]
+    assert cost.loglog_slope(xs, [3 * x**2.5 for x in xs]) == pytest.approx(2.5)
+    # a fixed cost bends the small sizes; the largest points still give the exponent
+    bent = [1e5 + x**3 for x in xs]
+    assert cost.loglog_slope(xs, bent) < 2
+    assert cost.loglog_slope(xs, bent, last=2) == pytest.approx(3, abs=0.1)
+    with pytest.raises(ValueError, match="x values"):
+        cost.loglog_slope([1, 2], [1, 2, 3])
+    with pytest.raises(ValueError, match="at least 2"):
+        cost.loglog_slope(xs, xs, last=1)
+    with pytest.raises(ValueError, match="positive"):
+        cost.loglog_slope([1, 2], [0, 1])
+
+
+def test_counts_give_table_1_slopes():
+    n, d = 10, 7
+    ops = cost.multiply_adds(n, d)
+    assert ops == {
+        "self-attention": 3 * n * d * d + 2 * n * n * d,
+        "recurrent": 2 * n * d * d,
+        "convolutional": 3 * n * d * d,
+    }
+    sizes = [256, 512, 1024]
+    by_n = cost.count_slopes(sizes, "n", fixed=8)
+    by_d = cost.count_slopes(sizes, "d", fixed=8)
+    assert by_n["recurrent"] == pytest.approx(1) and by_n["convolutional"] == pytest.approx(1)
+    assert by_d["recurrent"] == pytest.approx(2) and by_d["convolutional"] == pytest.approx(2)
+    # attention with its projections: n^2 d dominates for n >> d, n d^2 for d >> n
+    assert 1.95 < by_n["self-attention"] < 2 and 1.95 < by_d["self-attention"] < 2
+    with pytest.raises(ValueError, match="vary"):
+        cost.count_slopes(sizes, "h", fixed=8)
+
+
+def test_crossing_length_interpolates_on_log_axes():
+    lengths = [16, 32, 64, 128]
+    # a = n^2 / 64 and b = n cross at n = 64 exactly
+    a = [n * n / 64 for n in lengths]
+    b = [float(n) for n in lengths]
+    assert cost.crossing_length(lengths, a, b) == pytest.approx(64)
+    a = [n * n / 48 for n in lengths]  # crosses at n = 48, between 32 and 64
+    assert cost.crossing_length(lengths, a, b) == pytest.approx(48)
+    assert cost.crossing_length(lengths, b, a) is None  # b stays below a at the end
+    assert cost.crossing_length(lengths, [2 * x for x in b], b) == 16  # above everywhere
+
+
+def test_table1_layers_map_n_vectors_to_n_vectors():
+    x = torch.randn(2, 5, 8)
+    for name, layer in table1_layers(8).items():
+        with torch.no_grad():
+            assert layer(x).shape == (2, 5, 8), name
+
+
+def test_timing_sweeps_return_one_time_per_size():
+    by_length = cost.cost_vs_length([4, 8], d_model=8, batch=2, repeats=1)
+    by_width = cost.cost_vs_width([4, 8, 16], length=4, batch=2, repeats=1)
+    for result, size in ((by_length, 2), (by_width, 3)):
+        assert set(result) == set(cost.LAYERS)
+        assert all(len(v) == size and min(v) > 0 for v in result.values())
+    c = cost.crossover(8, batch=2, start=4, max_length=16, repeats=1)
+    assert set(c) == {"d", "lengths", "self-attention", "recurrent", "n"}
+    assert c["d"] == 8 and c["lengths"][0] == 4 and max(c["lengths"]) <= 16
+    assert len(c["self-attention"]) == len(c["recurrent"]) == len(c["lengths"])
+    assert c["n"] is None or 0 < c["n"] <= max(c["lengths"])
+
+
+def test_flop_counter_agrees_with_multi_head_cost():
+    rows = cost.multi_head_flops(length=7, d_model=24, heads=[1, 2, 3, 8])
+    assert [r["num_heads"] for r in rows] == [1, 2, 3, 8]
+    for r in rows:
+        assert r["counted_flops"] == 2 * r["multiply_adds"], r
+        assert r["counted_parameters"] == r["parameters"] == 4 * 24 * 24
+        assert r["d_k"] * r["num_heads"] == 24
+        assert r["score_entries"] == r["num_heads"] * 7 * 7
+        assert r["multiply_adds"] == multi_head_cost(7, 7, 24, r["num_heads"])["multiply_adds"]
+
+
+def test_blocked_error_is_float32_rounding():
+    errors = cost.blocked_error(n=100, d_k=16, block_sizes=(1, 30, 100))
+    assert set(errors) == {1, 30, 100}
+    assert max(errors.values()) < 1e-5
+
+
+@pytest.fixture
+def one_thread():
+    """One thread, as on the book page: blocked attention's many small products otherwise
+    spend most of their time synchronising threads on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@linux_only
+def test_peak_memory_plain_attention_holds_the_scores_blocked_does_not(one_thread):
+    n = 4096
+    Q, K, V = (torch.randn(1, 1, n, 64) for _ in range(3))
+    variants = cost.attention_variants(block_size=128)
+    for fn in variants.values():
+        fn(Q[..., :64, :], K[..., :64, :], V[..., :64, :])  # warm-up
+    plain = cost.peak_memory_mb(variants["plain"], Q, K, V)
+    blocked = cost.peak_memory_mb(variants["blocked"], Q, K, V)
+    scores_mib = n * n * 4 / 2**20  # 64 MiB
+    assert plain >= scores_mib, f"plain attention peaked at {plain:.1f} MiB"
+    assert blocked < plain / 4, f"blocked {blocked:.1f} MiB, plain {plain:.1f} MiB"
+
+
+@linux_only
+def test_attention_cost_returns_memory_and_time_per_length():
+    memory, time = cost.attention_cost([64, 128], d_k=8, block_size=32, repeats=1)
+    assert set(memory) == set(time) == set(cost.attention_variants())
+    assert all(len(v) == 2 and min(v) >= 0 for v in memory.values())
+    assert all(len(v) == 2 and min(v) > 0 for v in time.values())
+
+
+def test_peak_memory_names_the_platform_where_proc_is_missing(monkeypatch):
+    monkeypatch.setattr(cost.platform, "system", lambda: "Darwin")
+    with pytest.raises(RuntimeError, match="only Linux.*Darwin"):
+        cost.peak_memory_mb(lambda: None)
+
+
+def test_attention_by_offset_finds_each_heads_offset():
+    T = 6
+    weights = torch.zeros(3, 2, T, T)  # (B, h, T, T)
+    for i in range(T):
+        weights[:, 0, i, (i - 1) % T] = 1.0  # head 0: one place before
+        weights[:, 1, i, (i + 2) % T] = 0.5  # head 1: half two after, half on itself
+        weights[:, 1, i, i] = 0.5
+    offsets, share = cost.attention_by_offset(weights)
+    assert offsets == [-2, -1, 0, 1, 2, 3]
+    assert share.shape == (2, 6)
+    torch.testing.assert_close(share.sum(-1), torch.ones(2))
+    assert share[0, offsets.index(-1)] == 1
+    assert share[1, offsets.index(2)] == 0.5 and share[1, offsets.index(0)] == 0.5
+    with pytest.raises(ValueError, match="square"):
+        cost.attention_by_offset(torch.zeros(1, 1, 3, 4))
+
+
+def test_per_output_accuracy_scores_each_lookup():
+    task = LookupTask(length=6, vocab_size=4, a=1, b=2)
+    torch.manual_seed(0)
+    model = LookupModel(MultiHeadAttention(8, 2), task, d_model=8)
+    acc = cost.per_output_accuracy(model, task, num_examples=50)
+    assert set(acc) == {"x[i-1]", "x[i+2]"}
+    assert all(0 <= v <= 1 and not math.isnan(v) for v in acc.values())
