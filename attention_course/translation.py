@@ -231,6 +231,7 @@ def train_translation(
     batch_size: int = 32,
     lr: float = 3e-3,
     lr_decay: bool = True,
+    lr_schedule: Callable[[int], float] | None = None,
     reverse_source: bool = False,
     seed: int = 0,
     evaluate: Callable[[torch.nn.Module], dict[str, float]] | None = None,
@@ -245,6 +246,8 @@ def train_translation(
     first; ``reverse_source`` feeds every source backwards (Sutskever et al. 2014).
     With ``lr_decay`` the learning rate falls linearly from ``lr`` to 0 at ``max_steps``:
     without it, a late loss spike sometimes costs a few points of accuracy at the end.
+    ``lr_schedule(step)`` (steps counted from 1), if given, is the learning rate itself at
+    each step instead, for example the Transformer's warm-up schedule (chapter 06).
     """
     next_batch = batch_sampler(
         data.train, data.src_vocab, data.tgt_vocab, batch_size, seed, reverse_source, pool
@@ -254,8 +257,14 @@ def train_translation(
         logits = logits_of(model(batch.src, batch.src_lengths, batch.tgt_in))  # (B, T, V)
         return loss_fn(logits, batch.tgt_out)
 
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    if lr_decay:
+    if lr_schedule is not None:
+        # Adam as in Vaswani et al. 2017 (section 5.3); the schedule sets the rate each step
+        optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_schedule(step + 1))
+        optimizer.register_step_post_hook(lambda *_: schedule.step())
+    else:
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    if lr_decay and lr_schedule is None:
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: max(0.0, 1.0 - step / max_steps)
         )

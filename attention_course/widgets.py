@@ -186,3 +186,60 @@ def explore_heads(weights, query_labels=None, key_labels=None, title: str = "hea
         options=[(str(i + 1), i) for i in range(w.size(0))], value=0, description="head"
     )
     display(widgets.interactive(draw, head=picker))
+
+
+# Which tokens label the queries and keys of each kind of attention in a Transformer.
+_KINDS = {
+    "encoder": ("source", "source", "encoder self-attention"),
+    "decoder": ("target", "target", "decoder self-attention (causal)"),
+    "cross": ("target", "source", "cross-attention (decoder reads the encoder)"),
+}
+
+
+def explore_transformer_attention(attention: dict, source_tokens, target_tokens):
+    """Pick the kind of attention, the layer and the head of an encoder-decoder model and
+    see that head's map for one sentence.
+
+    ``attention`` maps "encoder", "decoder" and "cross" to lists (one item per layer) of
+    weights ``(h, T_q, T_k)`` or ``(1, h, T_q, T_k)``; the tokens label the axes.
+    """
+    maps = {}
+    for kind in _KINDS:
+        if kind not in attention or not attention[kind]:
+            raise ValueError(
+                f"attention needs a non-empty list for {kind!r}; got {sorted(attention)}"
+            )
+        layers = [torch.as_tensor(w).detach().float().cpu() for w in attention[kind]]
+        maps[kind] = [w[0] if w.dim() == 4 else w for w in layers]  # (h, T_q, T_k) each
+    labels = {"source": list(source_tokens), "target": list(target_tokens)}
+    for kind, (q, k, _) in _KINDS.items():
+        shape = tuple(maps[kind][0].shape[1:])
+        if shape != (len(labels[q]), len(labels[k])):
+            raise ValueError(
+                f"{kind} weights are {shape} = (queries, keys), but there are "
+                f"{len(labels[q])} {q} and {len(labels[k])} {k} tokens"
+            )
+
+    def draw(kind: str, layer: int, head: int):
+        q, k, title = _KINDS[kind]
+        attention_heatmap(
+            maps[kind][layer][head],
+            query_labels=labels[q],
+            key_labels=labels[k],
+            title=f"{title}, layer {layer + 1}, head {head + 1}",
+            xlabel=f"keys ({k})",
+            ylabel=f"queries ({q})",
+        )
+        plt.show()
+
+    num_layers, num_heads = len(maps["encoder"]), maps["encoder"][0].size(0)
+    display(
+        widgets.interactive(
+            draw,
+            kind=widgets.Dropdown(options=list(_KINDS), value="cross", description="kind"),
+            layer=widgets.IntSlider(
+                value=num_layers - 1, min=0, max=num_layers - 1, description="layer"
+            ),
+            head=widgets.IntSlider(value=0, min=0, max=num_heads - 1, description="head"),
+        )
+    )

@@ -259,4 +259,67 @@ MUTANTS = {
             "test_multi_head_cost",
         ),
     ],
+    "06_transformer": [
+        mutant(
+            "sin-and-cos-swapped",
+            "positional_encoding",
+            "pe[:, 0::2] = torch.sin(angle)\n    pe[:, 1::2] = torch.cos(angle)",
+            "pe[:, 0::2] = torch.cos(angle)\n    pe[:, 1::2] = torch.sin(angle)",
+            "test_positional_encoding",
+        ),
+        mutant(
+            "exponent-i-instead-of-2i",
+            "positional_encoding",
+            "10000 ** (two_i / d_model)",
+            "10000 ** (two_i / 2 / d_model)",
+            "test_positional_encoding",
+        ),
+        mutant(
+            "post-norm-written-as-pre-norm",
+            "encoder_layer",
+            "            a, weights = self.self_attn(x, x, x, mask)  # (B, S, d_model), (B, h, S, S)\n"
+            "            x = self.norm1(x + self.dropout(a))\n"
+            "            x = self.norm2(x + self.dropout(self.ff(x)))",
+            "            h = self.norm1(x)\n"
+            "            a, weights = self.self_attn(h, h, h, mask)\n"
+            "            x = x + self.dropout(a)\n"
+            "            x = x + self.dropout(self.ff(self.norm2(x)))",
+            "test_encoder_layer",
+        ),
+        mutant(
+            "cross-attention-keys-from-decoder",
+            "decoder_layer",
+            "self.cross_attn(y, memory, memory, memory_mask)  # (B, h, T, S)",
+            "self.cross_attn(y, y, y, memory_mask)  # (B, h, T, S)",
+            "test_decoder_layer",
+        ),
+        mutant(
+            "no-causal-mask-in-decoder",
+            "transformer",
+            "self_mask = causal_mask(T) & (tgt_in != PAD_ID)[:, None, :]",
+            "self_mask = (tgt_in != PAD_ID)[:, None, :]",
+            "test_transformer",
+        ),
+        mutant(
+            "schedule-branches-swapped",
+            "warmup_schedule",
+            "min(step**-0.5, step * warmup**-1.5)",
+            "max(step**-0.5, step * warmup**-1.5)",
+            "test_warmup_schedule",
+        ),
+        mutant(
+            "smoothing-spread-over-padding",
+            "label_smoothing",
+            "allowed[pad_id] = False",
+            "allowed[pad_id] = True",
+            "test_label_smoothing",
+        ),
+        mutant(
+            "greedy-does-not-stop-at-eos",
+            "greedy_decode",
+            "done = done | (next_token == EOS_ID)",
+            "done = done",
+            "test_greedy_decode",
+        ),
+    ],
 }
