@@ -28,6 +28,28 @@ ROOT = Path(__file__).resolve().parents[1]
 BUDGETS = {"notebook": 120, "grading-mode notebook": 45, "book from clean": 600, "test suite": 1800}
 
 
+def read_rows(path: Path) -> dict[str, tuple[str, ...]]:
+    """The rows of an earlier results table, by their first cell (with a date column)."""
+    if not path.is_file():
+        return {}
+    rows = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        cells = tuple(c.strip() for c in line.strip().strip("|").split("|"))
+        if line.startswith("| ") and len(cells) == 7 and cells[0] != "what":
+            rows[cells[0]] = cells
+    return rows
+
+
+def row_order(row: tuple[str, ...]) -> tuple[int, str]:
+    """Chapters in course order, then the book, then the test suite."""
+    what = row[0]
+    if what.startswith("book"):
+        return (1, what)
+    if what.startswith("whole"):
+        return (2, what)
+    return (0, what)
+
+
 def timed(fn) -> float:
     start = time.perf_counter()
     fn()
@@ -146,21 +168,26 @@ def main(argv=None) -> int:
     if args.suite:
         record("whole test suite", "test suite", "make test", run_suite, 1)
 
+    out = ROOT / "benchmarks" / "results.md"
+    today = time.strftime("%Y-%m-%d")
+    measured = {row[0]: (*row, today) for row in rows}
+    # Rows measured now replace their old versions; the others are kept with their dates,
+    # so that `--chapter` re-measures one chapter without losing the rest of the table.
+    table = {**read_rows(out), **measured}
     cpu = f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}"
     lines = [
         "# Benchmarks",
         "",
-        f"Measured {time.strftime('%Y-%m-%d')} on {cpu}, Python {platform.python_version()}, "
-        f"with `{' '.join(['python -m benchmarks.run', *(argv or sys.argv[1:])])}`. Seconds.",
+        f"Measured on {cpu}, Python {platform.python_version()}, with "
+        "`python -m benchmarks.run [--chapter ID ...] [--book] [--suite]`; each row says when. "
+        "Seconds.",
         "",
-        "| what | median | runs | budget | verdict | command |",
-        "|---|---|---|---|---|---|",
-        *(f"| {' | '.join(row)} |" for row in rows),
+        "| what | median | runs | budget | verdict | command | measured |",
+        "|---|---|---|---|---|---|---|",
+        *(f"| {' | '.join(row)} |" for row in sorted(table.values(), key=row_order)),
         "",
     ]
-    out = ROOT / "benchmarks" / "results.md"
-    if args.chapter is None:
-        out.write_text("\n".join(lines))
+    out.write_text("\n".join(lines))
     print("\n".join(lines))
     return 0
 
