@@ -1,0 +1,279 @@
+"""Chapter 06's reference Transformer against PyTorch's own layers and losses, its
+schedule, positional encoding and decoding, and the chapter's finding: at the
+experiment's full settings it translates 98 % of the held-out numbers exactly."""
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autograder.reference.attention import causal_mask, padding_mask
+from autograder.reference.transformer import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    DecoderLayer,
+    EncoderLayer,
+    Transformer,
+    TransformerConfig,
+    beam_search,
+    copy_into_torch_decoder_layer,
+    copy_into_torch_encoder_layer,
+    greedy_decode,
+    label_smoothed_cross_entropy,
+    positional_encoding,
+    warmup_schedule,
+)
+
+D_MODEL, HEADS, D_FF = 16, 4, 32
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models run far faster on one thread, above all on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
+def test_encoder_layer_matches_torch(norm_first):
+    torch.manual_seed(0)
+    mine = EncoderLayer(D_MODEL, HEADS, D_FF, norm_first=norm_first)
+    theirs = nn.TransformerEncoderLayer(
+        D_MODEL, HEADS, D_FF, dropout=0.0, batch_first=True, norm_first=norm_first
+    )
+    copy_into_torch_encoder_layer(mine, theirs)
+    x = torch.randn(3, 6, D_MODEL)
+    lengths = torch.tensor([6, 4, 1])
+    out, weights = mine(x, padding_mask(lengths, 6))
+    expected = theirs(x, src_key_padding_mask=~padding_mask(lengths, 6)[:, 0])
+    torch.testing.assert_close(out, expected)
+    assert weights.shape == (3, HEADS, 6, 6)
+    assert weights[2, :, :, 1:].abs().max() == 0, "a padded key got attention weight"
+    # a causal mask, as a decoder-only model would use it
+    out, _ = mine(x, causal_mask(6))
+    torch.testing.assert_close(out, theirs(x, src_mask=~causal_mask(6), is_causal=True))
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
+def test_decoder_layer_matches_torch(norm_first):
+    torch.manual_seed(1)
+    mine = DecoderLayer(D_MODEL, HEADS, D_FF, norm_first=norm_first)
+    theirs = nn.TransformerDecoderLayer(
+        D_MODEL, HEADS, D_FF, dropout=0.0, batch_first=True, norm_first=norm_first
+    )
+    copy_into_torch_decoder_layer(mine, theirs)
+    y, memory = torch.randn(3, 5, D_MODEL), torch.randn(3, 7, D_MODEL)
+    tgt_lengths, src_lengths = torch.tensor([5, 2, 3]), torch.tensor([7, 3, 1])
+    self_mask = causal_mask(5) & padding_mask(tgt_lengths, 5)  # (B, T, T)
+    out, self_w, cross_w = mine(y, memory, self_mask, padding_mask(src_lengths, 7))
+    expected = theirs(
+        y,
+        memory,
+        tgt_mask=~causal_mask(5),
+        tgt_key_padding_mask=~padding_mask(tgt_lengths, 5)[:, 0],
+        memory_key_padding_mask=~padding_mask(src_lengths, 7)[:, 0],
+    )
+    torch.testing.assert_close(out, expected)
+    assert self_w.shape == (3, HEADS, 5, 5) and cross_w.shape == (3, HEADS, 5, 7)
+    assert torch.triu(self_w, diagonal=1).abs().max() == 0, "a query attended to the future"
+    assert cross_w[1, :, :, 3:].abs().max() == 0, "a padded source token got attention weight"
+
+
+def test_label_smoothing_matches_torch_without_padding():
+    torch.manual_seed(2)
+    logits, target = torch.randn(4, 6, 9), torch.randint(0, 9, (4, 6))
+    for eps in (0.0, 0.1, 0.3):
+        torch.testing.assert_close(
+            label_smoothed_cross_entropy(logits, target, eps, pad_id=None),
+            F.cross_entropy(logits.reshape(-1, 9), target.reshape(-1), label_smoothing=eps),
+        )
+
+
+def test_label_smoothing_ignores_pad_positions_and_the_pad_class():
+    torch.manual_seed(3)
+    V, eps = 9, 0.1
+    logits, target = torch.randn(4, 6, V), torch.randint(3, V, (4, 6))
+    target[1, 3:] = PAD_ID
+    target[3, 1:] = PAD_ID
+    loss = label_smoothed_cross_entropy(logits, target, eps)
+    # by hand: (1 - eps) of the true class, eps spread over the V - 1 classes but <pad>
+    log_p = logits.log_softmax(-1)
+    keep = target != PAD_ID
+    nll = -log_p.gather(-1, target[..., None])[..., 0]
+    uniform = -log_p[..., 1:].sum(-1) / (V - 1)
+    torch.testing.assert_close(loss, ((1 - eps) * nll + eps * uniform)[keep].mean())
+    # without smoothing it is cross-entropy that ignores the padded positions
+    torch.testing.assert_close(
+        label_smoothed_cross_entropy(logits, target, 0.0),
+        F.cross_entropy(logits.reshape(-1, V), target.reshape(-1), ignore_index=PAD_ID),
+    )
+    # whatever the logits at padded positions are, the loss is the same
+    changed = logits.clone()
+    changed[~keep] = 100 * torch.randn_like(changed[~keep])
+    torch.testing.assert_close(label_smoothed_cross_entropy(changed, target, eps), loss)
+
+
+@pytest.mark.parametrize("d_model, warmup", [(512, 4000), (64, 400), (64, 1)])
+def test_warmup_schedule_peaks_at_warmup(d_model, warmup):
+    steps = range(1, 3 * warmup + 2)
+    rates = [warmup_schedule(s, d_model, warmup) for s in steps]
+    assert max(range(len(rates)), key=rates.__getitem__) + 1 == warmup
+    assert math.isclose(max(rates), (d_model * warmup) ** -0.5)
+    # a linear rise before the peak, 1 / sqrt(step) after it
+    assert math.isclose(
+        warmup_schedule(max(1, warmup // 2), d_model, warmup),
+        max(1, warmup // 2) / warmup * max(rates),
+    )
+    assert math.isclose(warmup_schedule(4 * warmup, d_model, warmup), max(rates) / 2)
+
+
+def rotation(k: int, d_model: int) -> torch.Tensor:
+    """M_k: a 2 x 2 rotation by k * omega_i for each (sin, cos) pair of the encoding."""
+    omega = 10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    c, s = torch.cos(k * omega), torch.sin(k * omega)
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    M[0::2, 0::2] = torch.diag(c)  # sin(a + b) = sin a cos b + cos a sin b
+    M[0::2, 1::2] = torch.diag(s)
+    M[1::2, 0::2] = torch.diag(-s)  # cos(a + b) = cos a cos b - sin a sin b
+    M[1::2, 1::2] = torch.diag(c)
+    return M
+
+
+def test_positional_encoding_values_and_shift_is_linear():
+    pe = positional_encoding(50, 16)
+    assert pe.shape == (50, 16)
+    pos, i = 7, 3
+    assert math.isclose(pe[pos, 2 * i], math.sin(pos / 10000 ** (2 * i / 16)), abs_tol=1e-6)
+    assert math.isclose(pe[pos, 2 * i + 1], math.cos(pos / 10000 ** (2 * i / 16)), abs_tol=1e-6)
+    pe = pe.double()
+    for k in (1, 5, 20):
+        shifted = pe[:-k] @ rotation(k, 16).T  # row pos: M_k PE(pos)
+        torch.testing.assert_close(shifted, pe[k:], atol=1e-5, rtol=0)
+
+
+def small_model(**options) -> Transformer:
+    torch.manual_seed(4)
+    cfg = TransformerConfig(d_model=D_MODEL, num_heads=2, num_layers=2, d_ff=D_FF, **options)
+    return Transformer(11, 13, cfg).eval()
+
+
+class ScriptedModel:
+    """A stand-in whose most likely next token follows a script: source b's first token
+    picks script b, so that sources can be decoded together or one at a time."""
+
+    def __init__(self, scripts, V=8):
+        self.scripts, self.V, self.calls = scripts, V, 0
+
+    def encode(self, src, src_lengths):
+        memory = src[:, :1, None].float()  # (B, 1, 1): which script
+        return memory, torch.ones(src.size(0), 1, 1, dtype=torch.bool)
+
+    def decode(self, ys, memory, src_mask):
+        self.calls += 1
+        written = ys.size(1) - 1
+        logits = torch.zeros(ys.size(0), ys.size(1), self.V)
+        for b in range(ys.size(0)):
+            script = self.scripts[int(memory[b, 0, 0])]
+            logits[b, -1, script[min(written, len(script) - 1)]] = 5.0
+        return logits
+
+
+def scripted_sources(n: int):
+    return torch.arange(n)[:, None].repeat(1, 2), torch.full((n,), 2)
+
+
+def test_greedy_decode_stops_each_sequence_and_pads():
+    src, lengths = scripted_sources(3)
+    fake = ScriptedModel([[4, EOS_ID, 5, 5], [6, 7, 4, EOS_ID, 5], [EOS_ID, 6]])
+    ids = greedy_decode(fake, src, lengths, max_len=10)
+    expected = [[4, EOS_ID, PAD_ID, PAD_ID], [6, 7, 4, EOS_ID], [EOS_ID, PAD_ID, PAD_ID, PAD_ID]]
+    assert ids.tolist() == expected
+    assert fake.calls == 4, "decoding should stop once every sequence has written <eos>"
+    assert greedy_decode(ScriptedModel([[5]]), src[:1], lengths[:1], 3).tolist() == [[5, 5, 5]]
+
+
+def test_beam_search_of_width_one_is_greedy():
+    model = small_model()
+    src = torch.randint(3, 11, (6, 5))
+    lengths = torch.tensor([5, 3, 1, 5, 2, 4])
+    for max_len in (1, 4, 9):
+        torch.testing.assert_close(
+            beam_search(model, src, lengths, max_len, beam_size=1),
+            greedy_decode(model, src, lengths, max_len),
+        )
+    # and a scripted model whose sequences end at different steps
+    fake = ScriptedModel([[4, EOS_ID], [6, 7, 4, EOS_ID], [EOS_ID]])
+    src3, lengths3 = scripted_sources(3)
+    assert (
+        beam_search(fake, src3, lengths3, 10, beam_size=1).tolist()
+        == greedy_decode(fake, src3, lengths3, 10).tolist()
+    )
+
+
+def test_output_layer_is_the_target_embedding():
+    model = small_model()
+    assert not any(isinstance(m, nn.Linear) and m.out_features == 13 for m in model.modules()), (
+        "the output layer should be tgt_embed, not a Linear layer of its own"
+    )
+    src, lengths = torch.randint(3, 11, (2, 4)), torch.tensor([4, 2])
+    tgt_in = torch.tensor([[BOS_ID, 4, 5], [BOS_ID, 6, PAD_ID]])
+    last = {}
+    model.decoder[-1].register_forward_hook(lambda module, args, out: last.update(y=out[0]))
+    logits = model(src, lengths, tgt_in)
+    torch.testing.assert_close(logits, last["y"] @ model.tgt_embed.weight.T)
+    # every row of the table gets a gradient, not only the rows of the tokens read
+    logits.logsumexp(-1).sum().backward()
+    unused = [t for t in range(3, 13) if t not in tgt_in]
+    assert model.tgt_embed.weight.grad[unused].abs().sum(-1).min() > 0
+
+
+def test_learned_positions_are_a_parameter_that_trains():
+    sinusoidal, learned = small_model(), small_model(positions="learned")
+    assert "pe" not in dict(sinusoidal.named_parameters())
+    assert dict(learned.named_parameters())["pe"].shape == (64, D_MODEL)
+    src, lengths = torch.randint(3, 11, (2, 4)), torch.tensor([4, 3])
+    tgt_in = torch.tensor([[BOS_ID, 4, 5], [BOS_ID, 6, 7]])
+    learned(src, lengths, tgt_in).sum().backward()
+    assert learned.pe.grad[:4].abs().sum() > 0 and learned.pe.grad[4:].abs().sum() == 0
+
+
+def test_bad_positions_raise():
+    with pytest.raises(ValueError, match="positions"):
+        small_model(positions="rotary")
+
+
+@pytest.mark.slow
+def test_reference_translates_98_percent_of_numbers():
+    """The chapter's finding (benchmarks/transformer.md): about a minute on 2 cores."""
+    from attention_course.transformer_experiment import (
+        FULL_SETTINGS,
+        number_data,
+        train_transformer,
+    )
+    from attention_course.translation import exact_match_by_length
+
+    cfg = replace(FULL_SETTINGS, seconds=3600.0)  # bounded by steps, not by time
+    data = number_data(cfg, seed=0)
+    torch.manual_seed(0)
+    model = Transformer(
+        len(data.src_vocab),
+        len(data.tgt_vocab),
+        TransformerConfig(cfg.d_model, cfg.num_heads, cfg.num_layers, cfg.d_ff),
+    )
+    history = train_transformer(
+        model,
+        data,
+        cfg,
+        schedule=warmup_schedule,
+        loss_fn=label_smoothed_cross_entropy,
+        seed=0,
+    )
+    assert len(history.steps) == cfg.max_steps
+    result = exact_match_by_length(model, data.test, data, decode_fn=greedy_decode)
+    assert result.overall >= 0.98, f"greedy exact match {result}"
