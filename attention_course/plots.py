@@ -112,3 +112,59 @@ def plot_curves(
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def draw_sampling_grid(ax, image, grid, every: int = 4, title: str = ""):
+    """``image`` (H, W) with the points that ``grid`` (H', W', 2), in normalised
+    coordinates, samples from it: every ``every``-th row and column of the grid, drawn as
+    lines in pixel coordinates (align_corners=False)."""
+    image = torch.as_tensor(image).detach().float().cpu()
+    grid = torch.as_tensor(grid).detach().float().cpu()
+    if image.dim() != 2 or grid.dim() != 3 or grid.size(-1) != 2:
+        raise ValueError(
+            f"need an image (H, W) and a grid (H', W', 2), got {tuple(image.shape)} "
+            f"and {tuple(grid.shape)}"
+        )
+    H, W = image.shape
+    g = grid[::every, ::every]
+    x = ((g[..., 0] + 1) * W - 1) / 2  # pixel coordinates
+    y = ((g[..., 1] + 1) * H - 1) / 2
+    ax.imshow(image.numpy(), cmap="gray", vmin=0, vmax=1)
+    ax.plot(x.numpy(), y.numpy(), color=COLOURS[1], lw=0.8)
+    ax.plot(x.T.numpy(), y.T.numpy(), color=COLOURS[1], lw=0.8)
+    ax.plot(x[0, 0].item(), y[0, 0].item(), "o", color=COLOURS[3], ms=5)  # the output's top left
+    ax.set_xlim(-0.5, W - 0.5)
+    ax.set_ylim(H - 0.5, -0.5)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    if title:
+        ax.set_title(title)
+    return ax.figure
+
+
+def show_rectified(inputs, outputs, labels: Sequence[str] | None = None, title: str = ""):
+    """Inputs (N, 1, H, W) on the top row and what a spatial transformer made of them
+    (N, 1, H', W') below, one column per example."""
+    inputs = torch.as_tensor(inputs).detach().float().cpu()
+    outputs = torch.as_tensor(outputs).detach().float().cpu()
+    if inputs.dim() != 4 or outputs.dim() != 4 or len(inputs) != len(outputs):
+        raise ValueError(
+            f"need inputs and outputs of shape (N, 1, H, W) with the same N, got "
+            f"{tuple(inputs.shape)} and {tuple(outputs.shape)}"
+        )
+    n = len(inputs)
+    fig, axes = plt.subplots(2, n, figsize=(1.3 * n, 2.9), squeeze=False)
+    for i in range(n):
+        for row, images in enumerate((inputs, outputs)):
+            ax = axes[row, i]
+            ax.imshow(images[i, 0].numpy(), cmap="gray", vmin=0, vmax=1)
+            ax.set_xticks([])
+            ax.set_yticks([])
+        if labels is not None:
+            axes[0, i].set_title(str(labels[i]), fontsize=9)
+    axes[0, 0].set_ylabel("input")
+    axes[1, 0].set_ylabel("rectified")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -243,3 +243,46 @@ def explore_transformer_attention(attention: dict, source_tokens, target_tokens)
             head=widgets.IntSlider(value=0, min=0, max=num_heads - 1, description="head"),
         )
     )
+
+
+def explore_sampling(grid_fn, sample_fn, image, out_size: int = 40):
+    """Sliders over a rotation, a scale and a shift: the affine theta they make, the points
+    its grid samples drawn on ``image`` (H, W), and the warped image.
+
+    ``grid_fn(theta, size)`` and ``sample_fn(U, grid)`` are an affine grid generator and
+    a bilinear sampler (the notebook passes the student's own).
+    """
+    from attention_course.data.digits import pose_theta
+    from attention_course.plots import draw_sampling_grid
+
+    image = torch.as_tensor(image).detach().float().cpu()
+    if image.dim() != 2:
+        raise ValueError(f"explore_sampling needs one image (H, W), got {tuple(image.shape)}")
+
+    def draw(degrees: float, scale: float, shift_x: float, shift_y: float):
+        theta = pose_theta(
+            torch.tensor([degrees]), torch.tensor([scale]), torch.tensor([[shift_x, shift_y]])
+        )  # (1, 2, 3)
+        with torch.no_grad():
+            grid = grid_fn(theta, (1, 1, out_size, out_size))  # (1, H', W', 2)
+            warped = sample_fn(image[None, None], grid)  # (1, 1, H', W')
+        fig, (left, right) = plt.subplots(1, 2, figsize=(8, 4))
+        draw_sampling_grid(left, image, grid[0], title="input and the points sampled")
+        right.imshow(warped[0, 0].numpy(), cmap="gray", vmin=0, vmax=1)
+        right.set_xticks([])
+        right.set_yticks([])
+        right.set_title("output V (red dot: its top-left pixel)")
+        rows = [" ".join(f"{v:6.2f}" for v in r) for r in theta[0].tolist()]
+        fig.suptitle("theta = [" + " ; ".join(rows) + "]", family="monospace", fontsize=10)
+        fig.tight_layout()
+        plt.show()
+
+    display(
+        widgets.interactive(
+            draw,
+            degrees=widgets.FloatSlider(value=0, min=-180, max=180, step=5, description="rotation"),
+            scale=widgets.FloatSlider(value=1, min=0.2, max=1.5, step=0.05, description="scale"),
+            shift_x=widgets.FloatSlider(value=0, min=-1, max=1, step=0.05, description="shift x"),
+            shift_y=widgets.FloatSlider(value=0, min=-1, max=1, step=0.05, description="shift y"),
+        )
+    )

@@ -322,4 +322,81 @@ MUTANTS = {
             "test_greedy_decode",
         ),
     ],
+    "07_spatial_transformer": [
+        mutant(
+            "grid-x-and-y-swapped",
+            "affine_grid",
+            "torch.stack([xs, ys, torch.ones_like(xs)], dim=-1)",
+            "torch.stack([ys, xs, torch.ones_like(xs)], dim=-1)",
+            "test_affine_grid",
+        ),
+        mutant(
+            "grid-on-pixel-corners",
+            "affine_grid",
+            "    x = (2 * torch.arange(W, dtype=theta.dtype) + 1) / W - 1  # (W,) pixel centres\n"
+            "    y = (2 * torch.arange(H, dtype=theta.dtype) + 1) / H - 1  # (H,)",
+            "    x = torch.linspace(-1, 1, W, dtype=theta.dtype)\n"
+            "    y = torch.linspace(-1, 1, H, dtype=theta.dtype)",
+            "test_affine_grid",
+        ),
+        mutant(
+            "sampler-neighbour-weights-swapped",
+            "bilinear_sample",
+            "for m, wx in ((x0, wx0), (x0 + 1, wx1)):",
+            "for m, wx in ((x0, wx1), (x0 + 1, wx0)):",
+            "test_bilinear_sample",
+        ),
+        mutant(
+            "sampler-clamps-outside-points",
+            "bilinear_sample",
+            "V = V + values * (wx * wy * inside)[:, None]",
+            "V = V + values * (wx * wy)[:, None]",
+            "test_bilinear_sample",
+        ),
+        mutant(
+            "sampler-align-corners-true",
+            "bilinear_sample",
+            "    x = ((grid[..., 0] + 1) * W - 1) / 2  # (N, H_out, W_out), pixel coordinates\n"
+            "    y = ((grid[..., 1] + 1) * H - 1) / 2",
+            "    x = (grid[..., 0] + 1) / 2 * (W - 1)\n    y = (grid[..., 1] + 1) / 2 * (H - 1)",
+            "test_bilinear_sample",
+        ),
+        mutant(
+            "localisation-not-started-at-identity",
+            "localisation_net",
+            "        nn.init.zeros_(self.fc_theta.weight)\n"
+            "        with torch.no_grad():\n"
+            "            self.fc_theta.bias.copy_(torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0]))\n",
+            "",
+            "test_localisation_net",
+        ),
+        mutant(
+            "theta-reshaped-as-3-by-2",
+            "localisation_net",
+            ".view(-1, 2, 3)  # (N, 2, 3)",
+            ".view(-1, 3, 2).transpose(1, 2)",
+            "test_localisation_net",
+        ),
+        mutant(
+            "grid-of-the-input-size",
+            "spatial_transformer",
+            "affine_grid(theta, (N, C, self.out_size, self.out_size))",
+            "affine_grid(theta, U.shape)",
+            "test_spatial_transformer",
+        ),
+        mutant(
+            "theta-detached",
+            "spatial_transformer",
+            "affine_grid(theta, (N, C, self.out_size, self.out_size))",
+            "affine_grid(theta.detach(), (N, C, self.out_size, self.out_size))",
+            "test_spatial_transformer",
+        ),
+        mutant(
+            "undo-with-the-inverse-pose",
+            "undo_distortion",
+            "[[scale * c, -scale * s, t_x], [scale * s, scale * c, t_y]]",
+            "[[c / scale, s / scale, -t_x], [-s / scale, c / scale, -t_y]]",
+            "test_undo_distortion",
+        ),
+    ],
 }

@@ -34,6 +34,7 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 MEASURED_FIGURES = {
     "book/04_dot_product_attention.html": 4,
     "book/05_multi_head_attention.html": 4,
+    "book/07_spatial_transformer.html": 6,
 }
 
 pytestmark = pytest.mark.slow
