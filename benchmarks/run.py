@@ -100,7 +100,10 @@ def build_book() -> None:
 
 
 def run_suite() -> None:
-    subprocess.run(["make", "test"], cwd=ROOT, check=True, capture_output=True)
+    proc = subprocess.run(["make", "test"], cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-80:])
+        raise SystemExit(f"`make test` failed (exit status {proc.returncode}):\n{tail}")
 
 
 def main(argv=None) -> int:
