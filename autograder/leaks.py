@@ -17,8 +17,9 @@ _REGIONS = (("BEGIN SOLUTION", "END SOLUTION"), ("BEGIN HIDDEN TESTS", "END HIDD
 MIN_SECRET_CHARS = 12  # shorter lines (`return out`, `)`) also occur in the released text
 
 
-def secret_lines(solution_notebook: Path) -> set[str]:
-    """Distinctive stripped lines inside solution and hidden-test regions."""
+def _split_lines(solution_notebook: Path) -> tuple[set[str], set[str]]:
+    """(distinctive stripped lines inside solution and hidden-test regions, every stripped
+    line outside them, markdown included)."""
     nb = nbformat.read(solution_notebook, as_version=4)
     secrets, public = set(), set()
     for cell in nb.cells:
@@ -39,6 +40,25 @@ def secret_lines(solution_notebook: Path) -> set[str]:
             elif len(text) >= MIN_SECRET_CHARS and re.search(r"[A-Za-z]", text):
                 if not text.startswith("#"):
                     secrets.add(text)
+    return secrets, public
+
+
+def secret_lines(solution_notebook: Path) -> set[str]:
+    """Distinctive stripped lines inside solution and hidden-test regions."""
+    secrets, public = _split_lines(solution_notebook)
+    return secrets - public
+
+
+def course_secret_lines(solution_notebooks) -> set[str]:
+    """The secret lines of a whole course: those of every notebook, less the lines that
+    any notebook shows on purpose. A later chapter may hand out an earlier chapter's
+    solution as given code (chapter 05 gives chapter 04's attention), and a line such as
+    ``if mask is not None:`` may be a solution in one chapter and scaffolding in another."""
+    secrets, public = set(), set()
+    for path in solution_notebooks:
+        s, p = _split_lines(path)
+        secrets |= s
+        public |= p
     return secrets - public
 
 

@@ -24,7 +24,7 @@ import nbformat
 import pytest
 import yaml
 
-from autograder.leaks import MARKERS, find_leaks, secret_lines
+from autograder.leaks import MARKERS, course_secret_lines, find_leaks
 
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
@@ -149,7 +149,7 @@ def test_book_builds_every_page_in_the_toc_and_nothing_else(site):
 def test_site_shows_no_solution_code_or_hidden_tests(site):
     solutions = sorted(ROOT.glob("solutions/*/*.ipynb"))
     assert solutions, "no solution notebooks under solutions/: nothing to check the site against"
-    secrets = set().union(*(secret_lines(nb) for nb in solutions))
+    secrets = course_secret_lines(solutions)
     assert secrets, "no solution or hidden-test lines found in the solution notebooks"
     scanned, leaks = 0, {}
     for path in sorted(site.rglob("*")):
