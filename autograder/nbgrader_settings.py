@@ -10,8 +10,9 @@ from traitlets.config import Config
 
 COURSE_ID = "attention-course"
 
-# What a student sees in place of a solution region. The exercise's own hint sits in a
-# comment just above the region in the solution notebook, so it survives the release.
+# What a student sees in place of a solution region. Hints are not in the code: they sit
+# in collapsed markdown cells under the exercise, a first that points at the idea and a
+# second that names the API, so a student who wants to think can.
 CODE_STUB = (
     "# YOUR CODE HERE\n"
     'raise NotImplementedError("Exercise not done yet: replace these two lines with your code.")'
