@@ -152,9 +152,11 @@ def grade(
         if unknown:
             raise CourseError(f"unknown chapter(s): {', '.join(unknown)}")
         known = list(chapters)
-    found, problems = discover(Path(submissions), known)
+    # Absolute paths: nbgrader joins its step folders to the course root, so a relative
+    # --out would be joined twice ("out/nbgrader/out/nbgrader/source/...").
+    submissions, out = Path(submissions).resolve(), Path(out).resolve()
+    found, problems = discover(submissions, known)
     report = GradeReport(problems=problems)
-    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     work = out / "nbgrader"
     if work.exists():

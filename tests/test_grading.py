@@ -6,6 +6,7 @@ not JSON, one whose student deleted a test cell, and one mutant per common mista
 must lose points on the exercise it breaks and only there.
 """
 
+import os
 import subprocess
 import sys
 
@@ -37,8 +38,10 @@ def graded(request, root, tmp_path_factory):
     broken = submissions / "broken" / chapter / f"{chapter}.ipynb"
     broken.parent.mkdir(parents=True)
     broken.write_text('{"cells": [', encoding="utf-8")
+    # relative paths, as an instructor types them from the course folder
+    relative = [os.path.relpath(submissions, root), "--out", os.path.relpath(out, root)]
     result = subprocess.run(
-        [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out)],
+        [sys.executable, "-m", "autograder", "grade", *relative],
         cwd=root,
         capture_output=True,
         text=True,
