@@ -106,6 +106,31 @@ def run_suite() -> None:
         raise SystemExit(f"`make test` failed (exit status {proc.returncode}):\n{tail}")
 
 
+def write_table(rows: list[tuple[str, ...]]) -> str:
+    """Merge ``rows`` (measured today) into benchmarks/results.md and return the table."""
+    out = ROOT / "benchmarks" / "results.md"
+    today = time.strftime("%Y-%m-%d")
+    measured = {row[0]: (*row, today) for row in rows}
+    # Rows measured now replace their old versions; the others are kept with their dates,
+    # so that `--chapter` re-measures one chapter without losing the rest of the table.
+    table = {**read_rows(out), **measured}
+    cpu = f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}"
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Measured on {cpu}, Python {platform.python_version()}, with "
+        "`python -m benchmarks.run [--chapter ID ...] [--book] [--suite]`; each row says when. "
+        "Seconds.",
+        "",
+        "| what | median | runs | budget | verdict | command | measured |",
+        "|---|---|---|---|---|---|---|",
+        *(f"| {' | '.join(row)} |" for row in sorted(table.values(), key=row_order)),
+        "",
+    ]
+    out.write_text("\n".join(lines))
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -136,6 +161,7 @@ def main(argv=None) -> int:
             )
         )
         print(f"{what}: median {median:.1f} s ({times})", flush=True)
+        write_table(rows)  # what is measured is kept, even if a later step fails
 
     for ch in chapters:
         path = solution_path(ROOT, ch)
@@ -171,27 +197,7 @@ def main(argv=None) -> int:
     if args.suite:
         record("whole test suite", "test suite", "make test", run_suite, 1)
 
-    out = ROOT / "benchmarks" / "results.md"
-    today = time.strftime("%Y-%m-%d")
-    measured = {row[0]: (*row, today) for row in rows}
-    # Rows measured now replace their old versions; the others are kept with their dates,
-    # so that `--chapter` re-measures one chapter without losing the rest of the table.
-    table = {**read_rows(out), **measured}
-    cpu = f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}"
-    lines = [
-        "# Benchmarks",
-        "",
-        f"Measured on {cpu}, Python {platform.python_version()}, with "
-        "`python -m benchmarks.run [--chapter ID ...] [--book] [--suite]`; each row says when. "
-        "Seconds.",
-        "",
-        "| what | median | runs | budget | verdict | command | measured |",
-        "|---|---|---|---|---|---|---|",
-        *(f"| {' | '.join(row)} |" for row in sorted(table.values(), key=row_order)),
-        "",
-    ]
-    out.write_text("\n".join(lines))
-    print("\n".join(lines))
+    print(write_table(rows))
     return 0
 
 
