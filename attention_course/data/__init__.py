@@ -3,6 +3,9 @@
 - :mod:`~attention_course.data.vocab`: tokens to ids and back, padded batches.
 - :mod:`~attention_course.data.toy`: copy, reverse and sort tasks.
 - :mod:`~attention_course.data.numbers`: number words, English to French or German.
+- :mod:`~attention_course.data.dates`: dates in several locales and formats, to ISO 8601.
+- :mod:`~attention_course.data.digits`: scikit-learn's handwritten digits, rotated, scaled
+  and shifted on a larger canvas (chapter 07).
 """
 
 from attention_course.data.numbers import number_pairs, number_words
