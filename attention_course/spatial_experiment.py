@@ -100,12 +100,11 @@ def training_set(cfg: SpatialSettings = FULL_SETTINGS, seed: int = 0):
     )
 
 
-def test_set(cfg: SpatialSettings = FULL_SETTINGS):
+def test_set(cfg: SpatialSettings = FULL_SETTINGS, poses: bool = False):
     """The fixed test set: ``cfg.num_test`` held-out digits, distorted (the same for every
-    model and seed)."""
-    return distorted_digits(
-        cfg.num_test, "test", cfg.distortion, generator=torch.Generator().manual_seed(10_000)
-    )
+    model and seed); with ``poses=True`` also the poses that placed them."""
+    generator = torch.Generator().manual_seed(10_000)
+    return distorted_digits(cfg.num_test, "test", cfg.distortion, generator, poses=poses)
 
 
 @torch.no_grad()

@@ -168,15 +168,17 @@ def distorted_digits(
     distortion: Distortion = RTS,
     generator: torch.Generator | None = None,
     seed: int = 0,
+    poses: bool = False,
 ):
     """``num`` digits drawn from ``split`` (with replacement) and distorted: images
-    (N, 1, canvas, canvas) in ``[0, 1]`` and labels (N,). ``seed`` fixes the split."""
+    (N, 1, canvas, canvas) in ``[0, 1]`` and labels (N,), and with ``poses=True`` also the
+    poses (degrees, scale, shift) that placed them. ``seed`` fixes the split."""
     if num < 1:
         raise ValueError(f"need num >= 1, got {num}")
     images, labels = digit_split(split, seed)
     pick = torch.randint(len(labels), (num,), generator=generator)
-    x, _ = distortion.apply(images[pick], generator)
-    return x, labels[pick]
+    x, placed = distortion.apply(images[pick], generator)
+    return (x, labels[pick], placed) if poses else (x, labels[pick])
 
 
 __all__ = [

@@ -24,10 +24,10 @@ height; -1 and 1 are the outer edges of the border pixels, so pixel j of W has i
 at x = (2 j + 1) / W - 1, and x maps back to the pixel coordinate ((x + 1) W - 1) / 2.
 """
 
-import math
-
 import torch
 from torch import nn
+
+from attention_course.data.digits import pose_theta
 
 IDENTITY = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)  # theta of the identity transform, row by row
 
@@ -131,7 +131,5 @@ def undo_distortion(degrees: float, scale: float, shift) -> torch.Tensor:
     1, sits at p_o = q. The transformer's theta maps the output's coordinates to the
     input's, p = theta (p_o, 1), so it is the distortion itself: [k R(a) | t].
     """
-    a = math.radians(degrees)
-    c, s = math.cos(a), math.sin(a)
-    tx, ty = shift
-    return torch.tensor([[scale * c, -scale * s, tx], [scale * s, scale * c, ty]])
+    pose = torch.tensor([float(degrees)]), torch.tensor([float(scale)]), torch.tensor([shift])
+    return pose_theta(*pose)[0]  # (2, 3)
