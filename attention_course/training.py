@@ -31,6 +31,8 @@ class History:
     eval_steps: list[int] = field(default_factory=list)
     metrics: dict[str, list[float]] = field(default_factory=dict)
     seconds: float = 0.0
+    # training seconds at each evaluation, the time spent evaluating left out
+    eval_seconds: list[float] = field(default_factory=list)
 
     def log_metrics(self, step: int, values: dict[str, float]) -> None:
         self.eval_steps.append(step)
@@ -76,13 +78,19 @@ def train(
     bar = tqdm(total=max_steps, disable=not show, desc="training", leave=False, mininterval=0.5)
     start = time.perf_counter()
 
+    evaluating = 0.0  # seconds spent in evaluate, so far
+
     def run_eval(step):
+        nonlocal evaluating
         if evaluate is None:
             return
+        began = time.perf_counter()
+        history.eval_seconds.append(began - start - evaluating)
         model.eval()
         with torch.no_grad():
             history.log_metrics(step, evaluate(model))
         model.train()
+        evaluating += time.perf_counter() - began
 
     step = 0
     model.train()

@@ -163,7 +163,10 @@ def explore_decoding(examples):
 
 def explore_heads(weights, query_labels=None, key_labels=None, title: str = "head"):
     """Pick a head with a toggle: the ``(T_q, T_k)`` map of that head, from weights of
-    shape ``(h, T_q, T_k)`` (one example's weights from a multi-head layer)."""
+    shape ``(h, T_q, T_k)`` (one example's weights from a multi-head layer).
+
+    ``title`` names what the first axis holds, in the toggle and the plot's title: pass
+    ``title="layer"`` for a stack of one map per layer (chapter 03's multi-step attention)."""
     w = torch.as_tensor(weights).detach().float().cpu()
     if w.dim() != 3:
         raise ValueError(
@@ -183,7 +186,7 @@ def explore_heads(weights, query_labels=None, key_labels=None, title: str = "hea
         plt.show()
 
     picker = widgets.ToggleButtons(
-        options=[(str(i + 1), i) for i in range(w.size(0))], value=0, description="head"
+        options=[(str(i + 1), i) for i in range(w.size(0))], value=0, description=title
     )
     display(widgets.interactive(draw, head=picker))
 

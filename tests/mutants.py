@@ -26,6 +26,79 @@ MHA_TESTS = ("test_multi_head_attention", "test_multi_head_masks")
 BLOCKED_TESTS = ("test_blocked_attention", "test_blocked_attention_masked")
 
 MUTANTS = {
+    "03_convs2s": [
+        mutant(
+            "gate-on-wrong-half",
+            "glu",
+            "out = a * torch.sigmoid(b)",
+            "out = b * torch.sigmoid(a)",
+            "test_glu",
+        ),
+        mutant(
+            "decoder-pads-both-sides",
+            "causal_conv",
+            "F.pad(x, (self.kernel_size - 1, 0))",
+            "F.pad(x, (self.kernel_size // 2, self.kernel_size // 2))",
+            "test_causal_conv",
+        ),
+        mutant(
+            "decoder-pads-k-not-k-minus-1",
+            "causal_conv",
+            "x = F.pad(x, (self.kernel_size - 1, 0))  # (B, C_in, k - 1 + T): zeros on the left\n"
+            "        y = self.conv(x)  # (B, C_out, T)",
+            "x = F.pad(x, (self.kernel_size, 0))\n        y = self.conv(x)[:, :, :-1]",
+            "test_causal_conv",
+        ),
+        mutant(
+            "no-residual",
+            "conv_block",
+            "(glu(h, dim=-1) + x) * math.sqrt(0.5)",
+            "glu(h, dim=-1) * math.sqrt(0.5)",
+            "test_conv_block",
+        ),
+        mutant(
+            "residual-without-scale",
+            "conv_block",
+            "(glu(h, dim=-1) + x) * math.sqrt(0.5)",
+            "glu(h, dim=-1) + x",
+            "test_conv_block",
+        ),
+        mutant(
+            "no-position-embedding",
+            "conv_embedding",
+            "self.tokens(ids) + self.positions(positions)",
+            "self.tokens(ids)",
+            "test_conv_embedding",
+        ),
+        mutant(
+            "values-without-input-embedding",
+            "multi_step_attention",
+            "c = a @ (z + e)",
+            "c = a @ z",
+            "test_multi_step_attention",
+        ),
+        mutant(
+            "attention-over-targets",
+            "multi_step_attention",
+            "torch.softmax(scores, dim=-1)",
+            "torch.softmax(scores, dim=-2)",
+            "test_multi_step_attention",
+        ),
+        mutant(
+            "receptive-field-off-by-one",
+            "receptive_field",
+            "num_layers * (kernel_size - 1) + 1",
+            "num_layers * (kernel_size - 1)",
+            "test_receptive_field",
+        ),
+        mutant(
+            "layers-rounded-down",
+            "layers_to_connect",
+            "math.ceil((n - 1) / (kernel_size - 1))",
+            "(n - 1) // (kernel_size - 1)",
+            "test_layers_to_connect",
+        ),
+    ],
     "04_dot_product_attention": [
         mutant(
             "no-scaling",

@@ -1,0 +1,266 @@
+r"""Convolutional sequence to sequence learning (Gehring et al. 2017), at small scale
+(chapter 03).
+
+Read top to bottom: the gated linear unit, the causal convolution of the decoder, the
+residual convolution block, the input representation e = w + p, multi-step attention, the
+encoder-decoder, and two numbers about convolution stacks (the receptive field and the
+layers it takes to connect two tokens).
+
+Shapes: B batch, S source length, T target length, d the model width (the embeddings, the
+convolutions' channels and the attention all use one width here; the paper maps between
+an embedding size and a convolution size with linear layers), k the kernel width, V a
+vocabulary. Tensors between blocks are batch-first ``(B, T, d)``; ``nn.Conv1d`` wants
+channels first, ``(B, d, T)``, so a block transposes around its convolution.
+
+Differences from the paper, all for a small model on a CPU: one width d throughout; Adam
+instead of Nesterov's accelerated gradient; no weight normalisation; the attention's
+context is added to the decoder state without the paper's extra projections and scaling.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
+
+
+def glu(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    r"""The gated linear unit (Dauphin et al. 2017): v([A B]) = A \otimes \sigma(B).
+
+    x: (..., 2n, ...) split in two halves A, B of size n along ``dim``; returns (..., n, ...).
+    The first half is the value, the second half the gate, as in ``F.glu``. An odd size
+    along ``dim`` raises ValueError.
+    """
+    if x.size(dim) % 2:
+        raise ValueError(f"glu splits dim {dim} in two halves; its size {x.size(dim)} is odd")
+    a, b = x.chunk(2, dim=dim)  # A: the values, B: the gates
+    return a * torch.sigmoid(b)
+
+
+class CausalConv1d(nn.Module):
+    r"""A convolution whose output i sees inputs i-k+1, ..., i only (the decoder's).
+
+    y_i = b + \sum_{t=0}^{k-1} W_t x_{i-k+1+t}, with x_j = 0 for j < 0: the input is padded
+    on the left by k - 1 zeros and not at all on the right, so y keeps x's length.
+
+    forward: x (B, C_in, T) -> (B, C_out, T), channels first like ``nn.Conv1d``.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.conv = nn.Conv1d(in_channels, out_channels, kernel_size)  # no padding of its own
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.pad(x, (self.kernel_size - 1, 0))  # k - 1 zeros on the left  (B, C_in, T + k - 1)
+        return self.conv(x)  # (B, C_out, T)
+
+
+class ConvBlock(nn.Module):
+    r"""One residual convolution block (section 3.2):
+
+    h_i^l = \sqrt{0.5} \cdot \left( v(W^l [h_{i-k/2}^{l-1}, ..., h_{i+k/2}^{l-1}] + b_w^l)
+            + h_i^{l-1} \right),
+
+    with W^l \in R^{2d x kd} (``nn.Conv1d(d, 2d, k)``), v the GLU, and the sum scaled by
+    \sqrt{0.5} so that its variance stays that of the input (section 3.4). With
+    ``causal=True`` the window is h_{i-k+1}, ..., h_i (the decoder). k must be odd.
+
+    forward: x (B, T, d) -> (B, T, d).
+    """
+
+    def __init__(self, d: int, kernel_size: int, causal: bool = False, dropout: float = 0.0):
+        super().__init__()
+        if kernel_size % 2 != 1:
+            raise ValueError(f"kernel_size must be odd to centre the window, got {kernel_size}")
+        if causal:
+            self.conv = CausalConv1d(d, 2 * d, kernel_size)
+        else:
+            self.conv = nn.Conv1d(d, 2 * d, kernel_size, padding=kernel_size // 2)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.conv(self.dropout(x).transpose(1, 2)).transpose(1, 2)  # (B, T, 2d)
+        return (glu(h, dim=-1) + x) * math.sqrt(0.5)  # (B, T, d)
+
+
+class ConvEmbedding(nn.Module):
+    r"""The input representation e_j = w_j + p_j (section 3.1): a token embedding plus a
+    learned embedding of the absolute position j = 0, 1, ...
+
+    forward: ids (B, T) -> (B, T, d). Raises ValueError when T > max_len.
+    """
+
+    def __init__(self, vocab_size: int, d: int, max_len: int = 64, dropout: float = 0.0):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab_size, d, padding_idx=PAD_ID)  # w
+        self.positions = nn.Embedding(max_len, d)  # p
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        T, max_len = ids.size(1), self.positions.num_embeddings
+        if T > max_len:
+            raise ValueError(f"a sequence of {T} tokens is longer than max_len={max_len}")
+        positions = torch.arange(T, device=ids.device)  # (T,)
+        return self.dropout(self.tokens(ids) + self.positions(positions))  # (B, T, d)
+
+
+class MultiStepAttention(nn.Module):
+    r"""The attention of one decoder layer l (section 3.3):
+
+    d_i = W_d h_i + b_d + g_i                    (decoder state summary, g_i: target embedding)
+    a_ij = exp(d_i \cdot z_j) / \sum_t exp(d_i \cdot z_t)   over the real source positions
+    c_i = \sum_j a_ij (z_j + e_j)                 (values: encoder output plus input embedding)
+
+    and the output is h_i + c_i. z_j is the encoder's last output, e_j the source's input
+    representation. A row with no real source token gives zero weights and c_i = 0.
+
+    forward(h (B, T, d), g (B, T, d), z (B, S, d), e (B, S, d), src_mask bool (B, S)) ->
+    (h + c (B, T, d), a (B, T, S)).
+    """
+
+    def __init__(self, d: int):
+        super().__init__()
+        self.W_d = nn.Linear(d, d)
+
+    def forward(self, h, g, z, e, src_mask):
+        query = self.W_d(h) + g  # d_i = W_d h_i + b_d + g_i  (B, T, d)
+        scores = query @ z.transpose(1, 2)  # d_i . z_j  (B, T, S)
+        scores = scores.masked_fill(~src_mask[:, None, :], float("-inf"))
+        a = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # over j  (B, T, S)
+        c = a @ (z + e)  # c_i = sum_j a_ij (z_j + e_j)  (B, T, d)
+        return h + c, a
+
+
+class ConvS2S(nn.Module):
+    """The encoder-decoder: forward(src (B, S), src_lengths (B,), tgt_in (B, T)) -> logits
+    (B, T, V_tgt).
+
+    Encoder: e = ConvEmbedding(src), then ``num_layers`` centred blocks; z is the last
+    block's output. Padding positions are zeroed before every block, so they never leak
+    into a real position's window. Decoder: g = ConvEmbedding(tgt_in), then ``num_layers``
+    causal blocks, each followed by its own attention (multi-step attention); a linear
+    layer gives the logits. ``self.attention`` keeps the weights (B, T, S) of every decoder
+    layer of the last call. ``embedding``, ``block`` and ``attention`` replace the classes
+    of the parts (same constructor arguments as this module's).
+
+    ``encode`` / ``decode`` follow chapter 06's interface, so the same greedy decoding loop
+    drives both models.
+    """
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        d: int = 64,
+        num_layers: int = 4,
+        kernel_size: int = 3,
+        max_len: int = 64,
+        dropout: float = 0.0,
+        *,
+        embedding=None,
+        block=None,
+        attention=None,
+    ):
+        super().__init__()
+        # The parts are this module's classes unless others are given: chapter 03's
+        # notebook builds the model from the student's own embedding, block and attention.
+        embedding, block = embedding or ConvEmbedding, block or ConvBlock
+        attention = attention or MultiStepAttention
+        self.src_embed = embedding(src_vocab_size, d, max_len, dropout)
+        self.tgt_embed = embedding(tgt_vocab_size, d, max_len, dropout)
+        self.encoder = nn.ModuleList(
+            block(d, kernel_size, dropout=dropout) for _ in range(num_layers)
+        )
+        self.decoder = nn.ModuleList(
+            block(d, kernel_size, causal=True, dropout=dropout) for _ in range(num_layers)
+        )
+        self.attend = nn.ModuleList(attention(d) for _ in range(num_layers))
+        self.out = nn.Linear(d, tgt_vocab_size)
+        self.attention: list[torch.Tensor] = []
+
+    def encode(self, src, src_lengths):
+        """Returns the memory (z (B, S, d), e (B, S, d)) and the source mask (B, S)."""
+        src_mask = torch.arange(src.size(1), device=src.device) < src_lengths[:, None]  # (B, S)
+        keep = src_mask[..., None].float()  # (B, S, 1)
+        e = self.src_embed(src)  # (B, S, d)
+        z = e
+        for block in self.encoder:
+            z = block(z * keep)  # (B, S, d)
+        return (z, e), src_mask
+
+    def decode(self, tgt_in, memory, src_mask):
+        """tgt_in (B, T) ids, <bos> first -> logits (B, T, V_tgt)."""
+        z, e = memory
+        g = self.tgt_embed(tgt_in)  # (B, T, d)
+        h = g
+        self.attention = []
+        for block, attend in zip(self.decoder, self.attend, strict=True):
+            h = block(h)  # (B, T, d)
+            h, a = attend(h, g, z, e, src_mask)  # (B, T, d), (B, T, S)
+            self.attention.append(a)
+        return self.out(h)  # (B, T, V_tgt)
+
+    def forward(self, src, src_lengths, tgt_in):
+        memory, src_mask = self.encode(src, src_lengths)
+        return self.decode(tgt_in, memory, src_mask)
+
+
+@torch.no_grad()
+def greedy_decode(model, src, src_lengths, max_len: int, return_weights: bool = False):
+    """The most likely token at every step, each sequence stopping at its own <eos>
+    (kept; padding after it). The decoder reruns over the whole prefix at every step.
+
+    Returns ids (B, L); with ``return_weights`` also the attention weights of every
+    decoder layer for those ids, a list of (B, L, S).
+    """
+    memory, src_mask = model.encode(src, src_lengths)
+    ys = torch.full((src.size(0), 1), BOS_ID, dtype=torch.long, device=src.device)  # (B, 1)
+    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+    for _ in range(max_len):
+        logits = model.decode(ys, memory, src_mask)[:, -1]  # (B, V): the newest position
+        next_token = logits.argmax(-1).masked_fill(done, PAD_ID)  # (B,)
+        ys = torch.cat([ys, next_token[:, None]], dim=1)
+        done |= next_token == EOS_ID
+        if done.all():
+            break
+    ids = ys[:, 1:]  # (B, L) without <bos>
+    if return_weights:
+        model.decode(ys[:, :-1], memory, src_mask)  # position i was fed y_{<i}
+        return ids, list(model.attention)
+    return ids
+
+
+def receptive_field(num_layers: int, kernel_size: int) -> int:
+    """How many input positions one output of ``num_layers`` stacked convolutions of width
+    ``kernel_size`` depends on: each layer widens the window by k - 1, so L (k - 1) + 1
+    (centred or causal alike)."""
+    return num_layers * (kernel_size - 1) + 1
+
+
+def layers_to_connect(n: int, kernel_size: int) -> int:
+    """The fewest stacked convolutions of width k after which the first and the n-th token
+    of a sentence meet in one output: the least L with L (k - 1) + 1 >= n, i.e.
+    ceil((n - 1) / (k - 1)); O(n / k), against n - 1 steps of a recurrence."""
+    return math.ceil((n - 1) / (kernel_size - 1))
+
+
+def measured_receptive_field(blocks, length: int, position: int | None = None, d=None) -> set[int]:
+    """The input positions that output ``position`` of ``blocks`` (applied in turn to a
+    (1, length, d) input) depends on, measured by the gradient: {j : d out_i / d x_j != 0}.
+
+    ``blocks`` is a sequence of modules mapping (1, T, d) to (1, T, d); ``position``
+    defaults to the middle.
+    """
+    blocks = list(blocks)
+    if d is None:
+        d = next(p for p in blocks[0].parameters() if p.dim() == 3).size(1)
+    position = length // 2 if position is None else position
+    x = torch.randn(1, length, d, requires_grad=True)
+    h = x
+    for block in blocks:
+        h = block(h)
+    h[0, position].sum().backward()
+    return set(torch.nonzero(x.grad[0].abs().sum(-1) > 0).flatten().tolist())
