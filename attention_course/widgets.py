@@ -1,15 +1,26 @@
-"""Interactive explorers (ipywidgets). Each also draws once when run without a browser,
-so notebooks stay executable under nbval and the autograder."""
+"""Interactive explorers. In a notebook each is an ipywidgets control that redraws with
+the kernel (and draws once when run without a browser, so notebooks stay executable under
+nbval and the autograder); with ``static=True``, as the book's pages call them, the same
+drawings are made for every setting at build time and stepped through by the browser alone
+(see :mod:`attention_course.explorer`). Each ``*_explorer`` function builds the
+:class:`~attention_course.explorer.Explorer` that both use."""
 
-import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
-from IPython.display import display
+from IPython.display import HTML, display
 
+from attention_course.explorer import Control, Explorer
 from attention_course.plots import COLOURS, attention_heatmap
 
 
-def explore_attention(weights, query_labels=None, key_labels=None, title: str = "attention"):
+def _show(explorer: Explorer, static: bool) -> None:
+    """The widget in Jupyter; the pre-rendered, kernel-free version on the website."""
+    display(HTML(explorer.html()) if static else explorer.widget())
+
+
+def attention_explorer(
+    weights, query_labels=None, key_labels=None, title: str = "attention"
+) -> Explorer:
     """A slider over query positions: the whole ``(T_q, T_k)`` map with the chosen row
     outlined, and that query's distribution over the keys as bars."""
     w = torch.as_tensor(weights).detach().float().cpu()
@@ -38,10 +49,22 @@ def explore_attention(weights, query_labels=None, key_labels=None, title: str = 
         right.set_ylabel("weight")
         right.set_title(f"query {query} ({query_labels[query]}) attends to")
         fig.tight_layout()
-        plt.show()
+        return fig
 
-    slider = widgets.IntSlider(value=0, min=0, max=T_q - 1, description="query")
-    display(widgets.interactive(draw, query=slider))
+    options = [(f"{i} ({label})", i) for i, label in enumerate(query_labels)]
+    return Explorer(
+        draw,
+        [Control("query", options)],
+        alt=f"{title}: the attention map with one query's row outlined, and that row as bars",
+    )
+
+
+def explore_attention(
+    weights, query_labels=None, key_labels=None, title: str = "attention", static: bool = False
+):
+    """Show :func:`attention_explorer`: a widget, or with ``static=True`` its
+    pre-rendered frames (for the website)."""
+    _show(attention_explorer(weights, query_labels, key_labels, title), static)
 
 
 def _check_example(label, example) -> tuple[list[str], list[str], torch.Tensor]:
@@ -128,13 +151,13 @@ def draw_decoding_step(source, output, weights, step: int, title: str = ""):
     return fig
 
 
-def explore_decoding(examples):
+def decoding_explorer(examples) -> Explorer:
     """Step through greedy decoding with attention, token by token.
 
     ``examples`` maps a label to ``(source_tokens, output_tokens, weights)``, with weights
     of shape (L, S): L output tokens, S source tokens, row i the weights of output token i
     (what ``translate_with_attention`` returns, with the source it was given). A menu picks
-    the example and a slider the decoder step.
+    the example and a slider the decoder step; the slider ends at the example's last step.
     """
     if not hasattr(examples, "items") or not examples:
         raise ValueError(
@@ -142,26 +165,31 @@ def explore_decoding(examples):
         )
     checked = {str(label): _check_example(label, ex) for label, ex in examples.items()}
     labels = list(checked)
-    choose = widgets.Dropdown(options=labels, value=labels[0], description="example")
-    slider = widgets.IntSlider(
-        value=0, min=0, max=len(checked[labels[0]][1]) - 1, description="step"
-    )
-
-    def fit_slider(change):  # a new example may have fewer steps than the slider's value
-        slider.value = min(slider.value, len(checked[change["new"]][1]) - 1)
-        slider.max = len(checked[change["new"]][1]) - 1
-
-    choose.observe(fit_slider, names="value")  # registered first: runs before a redraw
+    longest = max(len(output) for _, output, _ in checked.values())
 
     def draw(example: str, step: int):
         source, output, w = checked[example]
-        draw_decoding_step(source, output, w, min(step, len(output) - 1), title=example)
-        plt.show()
+        return draw_decoding_step(source, output, w, min(step, len(output) - 1), title=example)
 
-    display(widgets.interactive(draw, example=choose, step=slider))
+    return Explorer(
+        draw,
+        [
+            Control("example", [(label, label) for label in labels], kind="menu"),
+            Control("step", [(str(i), i) for i in range(longest)]),
+        ],
+        available=lambda v: v["step"] < len(checked[v["example"]][1]),
+        alt="one decoder step: its attention weights over the source as bars, the whole map "
+        "with that step's row outlined, and the output written so far",
+    )
 
 
-def explore_heads(weights, query_labels=None, key_labels=None, title: str = "head"):
+def explore_decoding(examples, static: bool = False):
+    """Show :func:`decoding_explorer`: a widget, or with ``static=True`` its pre-rendered
+    frames (for the website)."""
+    _show(decoding_explorer(examples), static)
+
+
+def heads_explorer(weights, query_labels=None, key_labels=None, title: str = "head"):
     """Pick a head with a toggle: the ``(T_q, T_k)`` map of that head, from weights of
     shape ``(h, T_q, T_k)`` (one example's weights from a multi-head layer).
 
@@ -175,7 +203,7 @@ def explore_heads(weights, query_labels=None, key_labels=None, title: str = "hea
         )
 
     def draw(head: int):
-        attention_heatmap(
+        return attention_heatmap(
             w[head],
             query_labels=query_labels,
             key_labels=key_labels,
@@ -183,12 +211,27 @@ def explore_heads(weights, query_labels=None, key_labels=None, title: str = "hea
             xlabel="keys",
             ylabel="queries",
         )
-        plt.show()
 
-    picker = widgets.ToggleButtons(
-        options=[(str(i + 1), i) for i in range(w.size(0))], value=0, description=title
+    return Explorer(
+        draw,
+        [
+            Control(
+                "head",
+                [(str(i + 1), i) for i in range(w.size(0))],
+                kind="buttons",
+                description=title,
+            )
+        ],
+        alt=f"attention map of one {title}, queries as rows and keys as columns",
     )
-    display(widgets.interactive(draw, head=picker))
+
+
+def explore_heads(
+    weights, query_labels=None, key_labels=None, title: str = "head", static: bool = False
+):
+    """Show :func:`heads_explorer`: a widget, or with ``static=True`` its pre-rendered
+    frames (for the website)."""
+    _show(heads_explorer(weights, query_labels, key_labels, title), static)
 
 
 # Which tokens label the queries and keys of each kind of attention in a Transformer.
@@ -199,7 +242,7 @@ _KINDS = {
 }
 
 
-def explore_transformer_attention(attention: dict, source_tokens, target_tokens):
+def transformer_explorer(attention: dict, source_tokens, target_tokens) -> Explorer:
     """Pick the kind of attention, the layer and the head of an encoder-decoder model and
     see that head's map for one sentence.
 
@@ -225,7 +268,7 @@ def explore_transformer_attention(attention: dict, source_tokens, target_tokens)
 
     def draw(kind: str, layer: int, head: int):
         q, k, title = _KINDS[kind]
-        attention_heatmap(
+        return attention_heatmap(
             maps[kind][layer][head],
             query_labels=labels[q],
             key_labels=labels[k],
@@ -233,27 +276,47 @@ def explore_transformer_attention(attention: dict, source_tokens, target_tokens)
             xlabel=f"keys ({k})",
             ylabel=f"queries ({q})",
         )
-        plt.show()
 
     num_layers, num_heads = len(maps["encoder"]), maps["encoder"][0].size(0)
-    display(
-        widgets.interactive(
-            draw,
-            kind=widgets.Dropdown(options=list(_KINDS), value="cross", description="kind"),
-            layer=widgets.IntSlider(
-                value=num_layers - 1, min=0, max=num_layers - 1, description="layer"
-            ),
-            head=widgets.IntSlider(value=0, min=0, max=num_heads - 1, description="head"),
-        )
+    return Explorer(
+        draw,
+        [
+            Control("kind", [(kind, kind) for kind in _KINDS], kind="menu", value="cross"),
+            Control("layer", [(str(i + 1), i) for i in range(num_layers)], value=num_layers - 1),
+            Control("head", [(str(i + 1), i) for i in range(num_heads)]),
+        ],
+        alt="attention map of one head of the Transformer, queries as rows and keys as columns",
     )
 
 
-def explore_sampling(grid_fn, sample_fn, image, out_size: int = 40):
+def explore_transformer_attention(
+    attention: dict, source_tokens, target_tokens, static: bool = False
+):
+    """Show :func:`transformer_explorer`: a widget, or with ``static=True`` its
+    pre-rendered frames (for the website)."""
+    _show(transformer_explorer(attention, source_tokens, target_tokens), static)
+
+
+def _steps(start: float, stop: float, step: float) -> list[float]:
+    """start, start + step, ..., stop, rounded so that labels and comparisons are exact."""
+    count = round((stop - start) / step)
+    return [float(round(start + i * step, 6)) for i in range(count + 1)]
+
+
+def sampling_explorer(
+    grid_fn,
+    sample_fn,
+    image,
+    out_size: int = 40,
+    on_page: dict | None = None,
+) -> Explorer:
     """Sliders over a rotation, a scale and a shift: the affine theta they make, the points
     its grid samples drawn on ``image`` (H, W), and the warped image.
 
     ``grid_fn(theta, size)`` and ``sample_fn(U, grid)`` are an affine grid generator and
-    a bilinear sampler (the notebook passes the student's own).
+    a bilinear sampler (the notebook passes the student's own). ``on_page`` maps a slider
+    ("degrees", "scale", "shift_x", "shift_y") to the few values drawn for the website;
+    by default rotations every 30 degrees and four scales, the shifts at zero.
     """
     from attention_course.data.digits import pose_theta
     from attention_course.plots import draw_sampling_grid
@@ -261,6 +324,13 @@ def explore_sampling(grid_fn, sample_fn, image, out_size: int = 40):
     image = torch.as_tensor(image).detach().float().cpu()
     if image.dim() != 2:
         raise ValueError(f"explore_sampling needs one image (H, W), got {tuple(image.shape)}")
+    on_page = {
+        "degrees": _steps(-180, 180, 30),
+        "scale": [0.5, 0.75, 1.0, 1.25],
+        "shift_x": [0.0],
+        "shift_y": [0.0],
+        **(on_page or {}),
+    }
 
     def draw(degrees: float, scale: float, shift_x: float, shift_y: float):
         theta = pose_theta(
@@ -278,14 +348,26 @@ def explore_sampling(grid_fn, sample_fn, image, out_size: int = 40):
         rows = [" ".join(f"{v:6.2f}" for v in r) for r in theta[0].tolist()]
         fig.suptitle("theta = [" + " ; ".join(rows) + "]", family="monospace", fontsize=10)
         fig.tight_layout()
-        plt.show()
+        return fig
 
-    display(
-        widgets.interactive(
-            draw,
-            degrees=widgets.FloatSlider(value=0, min=-180, max=180, step=5, description="rotation"),
-            scale=widgets.FloatSlider(value=1, min=0.2, max=1.5, step=0.05, description="scale"),
-            shift_x=widgets.FloatSlider(value=0, min=-1, max=1, step=0.05, description="shift x"),
-            shift_y=widgets.FloatSlider(value=0, min=-1, max=1, step=0.05, description="shift y"),
-        )
+    def slider(name, description, values, value, unit=""):
+        options = [(f"{v:g}{unit}", v) for v in values]
+        return Control(name, options, value=value, on_page=on_page[name], description=description)
+
+    return Explorer(
+        draw,
+        [
+            slider("degrees", "rotation", _steps(-180, 180, 5), 0.0, "°"),
+            slider("scale", "scale", _steps(0.2, 1.5, 0.05), 1.0),
+            slider("shift_x", "shift x", _steps(-1, 1, 0.05), 0.0),
+            slider("shift_y", "shift y", _steps(-1, 1, 0.05), 0.0),
+        ],
+        alt="left, the input digit with the grid of points that theta samples; right, the "
+        "output the bilinear sampler reads there",
     )
+
+
+def explore_sampling(grid_fn, sample_fn, image, out_size: int = 40, static: bool = False):
+    """Show :func:`sampling_explorer`: sliders in a notebook, or with ``static=True`` its
+    pre-rendered frames (for the website)."""
+    _show(sampling_explorer(grid_fn, sample_fn, image, out_size), static)

@@ -278,3 +278,141 @@ def test_explore_decoding_draws_once_and_follows_the_menu(monkeypatch):
     menu.value = "short"  # fewer steps: the slider comes back within range
     assert slider.max == 3 and slider.value == 3 and drawn[-1] == ("short", 3)
     plt.close("all")
+
+
+# ---------------------------------------------------------------------------------------
+# Explorers: one Explorer drives the notebook's widget and the website's pre-rendered frames
+
+
+def _page_data(page_html: str) -> dict:
+    """The JSON that an explorer's HTML carries for its script."""
+    import json
+    import re
+
+    found = re.search(r'<script type="application/json" class="ac-data">(.*?)</script>', page_html)
+    assert found, "no frame data in the explorer's HTML"
+    return json.loads(found.group(1).replace("<\\/", "</"))
+
+
+def test_explorer_html_has_a_frame_for_every_combination_that_exists():
+    import base64
+    import re
+
+    import matplotlib.pyplot as plt
+
+    from attention_course.explorer import Control, Explorer
+
+    drawn = []
+
+    def draw(colour: str, size: int):
+        drawn.append((colour, size))
+        fig, ax = plt.subplots(figsize=(2, 2))
+        ax.bar([0], [size], color=colour)
+        ax.set_ylim(0, 3)
+        return fig
+
+    explorer = Explorer(
+        draw,
+        [
+            Control("colour", [("blue", "C0"), ("orange", "C1")], kind="buttons"),
+            Control("size", [(str(i), i) for i in range(3)], value=1),
+        ],
+        available=lambda v: v["colour"] == "C0" or v["size"] < 2,  # orange stops at size 1
+        alt="a bar",
+    )
+    page = explorer.html()
+    data = _page_data(page)
+    assert sorted(data["keys"]) == ["0,0", "0,1", "0,2", "1,0", "1,1"]
+    assert len(drawn) == 5 and ("C1", 2) not in drawn
+    # a bar of height 0 looks the same in both colours: that picture is stored once
+    assert data["keys"]["0,0"] == data["keys"]["1,0"] and len(data["images"]) == 4
+    assert data["start"] == [0, 1]  # the controls' initial values
+    first = data["keys"]["0,1"]
+    assert data["images"][first] is None  # stored once, as the <img>'s own src
+    src = re.search(r'<img class="ac-frame" src="data:image/png;base64,([^"]+)"', page).group(1)
+    assert base64.b64decode(src).startswith(b"\x89PNG")
+    assert 'alt="a bar: colour blue, size 1"' in page
+    assert page.count('type="range"') == 1 and page.count("<button") == 2
+    assert 'aria-pressed="true">blue</button>' in page
+    assert "http" not in page  # nothing to load from anywhere
+    plt.close("all")
+
+
+def test_explorer_widget_draws_what_the_page_shows(monkeypatch):
+    """The ipywidgets version and the website's frames come from the same draw()."""
+    import ipywidgets
+    import matplotlib.pyplot as plt
+
+    from attention_course import explorer as explorer_module
+    from attention_course.widgets import heads_explorer
+
+    weights = torch.rand(3, 4, 5, generator=torch.Generator().manual_seed(0)).softmax(-1)
+    explorer = heads_explorer(weights, list("abcd"), list("vwxyz"), title="head")
+    data = _page_data(explorer.html())
+    assert sorted(data["keys"]) == ["0", "1", "2"] and data["controls"][0]["kind"] == "buttons"
+
+    shown = []
+    monkeypatch.setattr(plt, "show", lambda: shown.append(explorer_module._png(plt.gcf())))
+    widget = explorer.widget()
+    (toggle,) = [w for w in widget.children if isinstance(w, ipywidgets.ToggleButtons)]
+    toggle.value = 2
+    frame = explorer_module._png(explorer.draw(head=2))
+    assert shown[-1] == frame
+    assert data["images"][data["keys"]["2"]] == explorer_module._b64(frame)
+    plt.close("all")
+
+
+def test_explorer_controls_are_checked():
+    from attention_course.explorer import Control, Explorer
+
+    with pytest.raises(ValueError, match="no options"):
+        Control("x", [])
+    with pytest.raises(ValueError, match="kind 'wheel'"):
+        Control("x", [("a", 1)], kind="wheel")
+    with pytest.raises(ValueError, match="5 is not one of its options"):
+        Control("x", [("a", 1)], on_page=[5])
+    with pytest.raises(ValueError, match="distinct names"):
+        Explorer(lambda x: None, [Control("x", [("a", 1)]), Control("x", [("b", 2)])])
+
+
+def test_every_explorer_has_a_static_version(monkeypatch):
+    import matplotlib.pyplot as plt
+
+    import attention_course.widgets as widgets_module
+    from autograder.reference.spatial import affine_grid, bilinear_sample
+
+    shown = []
+    monkeypatch.setattr(widgets_module, "display", shown.append)
+    widgets_module.explore_decoding(_decoding_examples(), static=True)
+    data = _page_data(shown[-1].data)
+    # one frame per decoder step of each example: 4 for "short", 7 for "long"
+    assert sorted(data["keys"]) == sorted(
+        [f"0,{i}" for i in range(4)] + [f"1,{i}" for i in range(7)]
+    )
+    assert data["controls"][0]["labels"] == ["short", "long"]
+
+    widgets_module.explore_attention(torch.rand(3, 4).softmax(-1), static=True)
+    assert len(_page_data(shown[-1].data)["keys"]) == 3
+
+    attention = {
+        "encoder": [torch.rand(1, 2, 3, 3)] * 2,
+        "decoder": [torch.rand(1, 2, 4, 4)] * 2,
+        "cross": [torch.rand(1, 2, 4, 3)] * 2,
+    }
+    widgets_module.explore_transformer_attention(attention, list("abc"), list("wxyz"), static=True)
+    data = _page_data(shown[-1].data)
+    assert len(data["keys"]) == 3 * 2 * 2 and data["start"] == [2, 1, 0]  # cross, last layer
+
+    explorer = widgets_module.sampling_explorer(
+        affine_grid,
+        bilinear_sample,
+        torch.rand(8, 8),
+        out_size=8,
+        on_page={"degrees": [0.0, 90.0], "scale": [1.0]},
+    )
+    page = explorer.html()
+    data = _page_data(page)
+    assert sorted(data["keys"]) == ["0,0,0,0", "1,0,0,0"]
+    assert "On this page: scale 1, shift x 0, shift y 0" in page  # the sliders not drawn
+    assert page.count('type="range"') == 1
+    plt.close("all")

@@ -8,6 +8,7 @@ test-artifacts/screenshots/ for a human to look at.
 """
 
 import html
+import importlib.util
 import os
 import re
 import shutil
@@ -37,6 +38,17 @@ MEASURED_FIGURES = {
     "book/05_multi_head_attention.html": 4,
     "book/07_spatial_transformer.html": 6,
 }
+
+# Explorers each chapter page carries (attention_course.explorer: frames drawn at build
+# time, stepped through by the browser alone).
+EXPLORERS = {
+    "book/02_bahdanau_attention.html": 1,
+    "book/04_dot_product_attention.html": 1,
+    "book/05_multi_head_attention.html": 1,
+    "book/06_transformer.html": 1,
+    "book/07_spatial_transformer.html": 1,
+}
+PAGE_BUDGET_BYTES = 2 * 1024 * 1024  # a page with its images, for readers on a phone
 
 pytestmark = pytest.mark.slow
 
@@ -179,6 +191,56 @@ def test_exercise_notebooks_are_the_student_versions_not_executed(site):
         assert re.search(r'href="[^"]*\.ipynb"', text), (
             f"{page.name}: no download link to the .ipynb"
         )
+        words = visible_text(page)
+        assert "Run this notebook yourself" in words and SETUP in words, (
+            f"{page.name}: no note on how to run the notebook (book/_ext/run_notebook_note.py)"
+        )
+
+
+def _run_note_setup() -> str:
+    """The set-up command that book/_ext/run_notebook_note.py puts on the notebook pages."""
+    spec = importlib.util.spec_from_file_location(
+        "run_notebook_note", ROOT / "book" / "_ext" / "run_notebook_note.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SETUP
+
+
+SETUP = _run_note_setup()
+
+
+def test_the_notebook_pages_give_the_readmes_set_up_command():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert SETUP in readme, (
+        f"book/_ext/run_notebook_note.py tells students to run {SETUP!r}, the README does not"
+    )
+
+
+def page_weight(site: Path, page: Path) -> int:
+    """Bytes a browser downloads for a page's own content: its HTML (with the images it
+    embeds) and the local images it shows (the theme's shared files not counted)."""
+    parser = _Assets()
+    parser.feed(page.read_text(encoding="utf-8"))
+    total = page.stat().st_size
+    for url in parser.urls:
+        target = (page.parent / url.split("#")[0].split("?")[0]).resolve()
+        if not url.startswith("data:") and "_images" in target.parts and target.is_file():
+            total += target.stat().st_size
+    return total
+
+
+def test_pages_stay_light(site):
+    weights = {
+        p.relative_to(site).as_posix(): page_weight(site, p)
+        for p in html_pages(site)
+        if p.relative_to(site).parts[0] in {"book", "notebooks"}
+    }
+    report = "\n".join(f"{size / 1024:8.0f} KiB  {rel}" for rel, size in sorted(weights.items()))
+    (ROOT / "test-artifacts").mkdir(exist_ok=True)
+    (ROOT / "test-artifacts" / "page-sizes.txt").write_text(report + "\n", encoding="utf-8")
+    heavy = {rel: size for rel, size in weights.items() if size > PAGE_BUDGET_BYTES}
+    assert not heavy, f"pages over {PAGE_BUDGET_BYTES // 1024} KiB with their images:\n{report}"
 
 
 def test_mathjax_is_served_from_the_site(site):
@@ -314,6 +376,73 @@ MATH_DONE_JS = """() => {
 IMAGES_JS = """() => Array.from(document.querySelectorAll("article img")).map((img) =>
     [img.getAttribute("src"), img.naturalWidth, img.alt, !!img.closest("figure")])"""
 
+# An explorer's frame, once decoded: [src, naturalWidth].
+FRAME_JS = "(img) => img.decode().then(() => [img.getAttribute('src'), img.naturalWidth])"
+
+
+def _shown(explorer) -> tuple[str, int, str]:
+    """What an explorer shows: its frame's src, that image's width once decoded, and the
+    status line that says which values the frame is drawn for."""
+    src, width = explorer.locator("img.ac-frame").evaluate(FRAME_JS)
+    return src, width, explorer.locator(".ac-status").inner_text()
+
+
+def _check_change(problems: list, rel: str, explorer, what: str, act, label=None) -> None:
+    """Do ``act`` and check that the frame, the status and ``label`` (if any) change."""
+    src, _, said = _shown(explorer)
+    label_before = label.inner_text() if label is not None else None
+    act()
+    new_src, width, new_said = _shown(explorer)
+    if new_src == src or width == 0:
+        problems.append(f"{rel}: {what} did not change the frame (or it did not load)")
+    if new_said == said:
+        problems.append(f"{rel}: {what} left the status {said!r} unchanged")
+    if label is not None and label.inner_text() == label_before:
+        problems.append(f"{rel}: {what} left its label {label_before!r} unchanged")
+
+
+def drive_explorers(page, rel: str) -> list[str]:
+    """Move every slider, pick another entry of every menu and click another button of
+    every group of each explorer on the page; each must change the frame shown and the
+    labels that say what it shows. Returns what went wrong."""
+    problems = []
+    explorers = page.locator(".ac-explorer")
+    if explorers.count() < EXPLORERS.get(rel, 0):
+        problems.append(f"{rel}: expected {EXPLORERS[rel]} explorer(s), found {explorers.count()}")
+    for n in range(explorers.count()):
+        explorer = explorers.nth(n)
+        sliders = explorer.locator("input[type=range]")
+        for k in range(sliders.count()):
+            slider = sliders.nth(k)
+            at_end = slider.evaluate("(s) => Number(s.value) >= Number(s.max)")
+            key = "ArrowLeft" if at_end else "ArrowRight"
+            label = explorer.locator(f'output[data-label="{slider.get_attribute("data-control")}"]')
+            _check_change(
+                problems,
+                rel,
+                explorer,
+                f"slider {k + 1} ({key})",
+                partial(slider.press, key),
+                label,
+            )
+        menus = explorer.locator("select")
+        for k in range(menus.count()):
+            menu = menus.nth(k)
+            other = menu.evaluate("(m) => String((m.selectedIndex + 1) % m.options.length)")
+            _check_change(
+                problems, rel, explorer, f"menu {k + 1}", partial(menu.select_option, other)
+            )
+        groups = explorer.locator('[role="group"]')
+        for k in range(groups.count()):
+            button = groups.nth(k).locator('button[aria-pressed="false"]').first
+            _check_change(problems, rel, explorer, f"button group {k + 1}", button.click)
+            if groups.nth(k).locator('button[aria-pressed="true"]').count() != 1:
+                problems.append(f"{rel}: button group {k + 1} does not show one button pressed")
+        if not explorer.evaluate("(e) => e.scrollWidth <= e.clientWidth + 1"):
+            problems.append(f"{rel}: explorer {n + 1} is wider than the page")
+    return problems
+
+
 MATH_ERRORS_JS = """() => Array.from(document.querySelectorAll(".merror, .noError, .MathJax_Error"))
     .map((el) => el.textContent.trim()).slice(0, 5)"""
 
@@ -388,6 +517,7 @@ def test_pages_render_offline_in_a_browser(site, server):
                     problems.append(
                         f"{rel}: expected its {expected} measured figures, found {len(images)}"
                     )
+                problems += drive_explorers(page, rel)
                 page.wait_for_load_state("networkidle")  # web fonts requested while typesetting
                 page.screenshot(
                     path=str(SCREENSHOTS / (rel.replace("/", "__")[:-5] + ".png")), full_page=True
