@@ -43,6 +43,7 @@ MEASURED_FIGURES = {
 # time, stepped through by the browser alone).
 EXPLORERS = {
     "book/02_bahdanau_attention.html": 1,
+    "book/03_convs2s.html": 1,
     "book/04_dot_product_attention.html": 1,
     "book/05_multi_head_attention.html": 1,
     "book/06_transformer.html": 1,
