@@ -7,6 +7,16 @@ from pathlib import Path
 from autograder.chapters import CourseError, find_root
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m autograder",
@@ -27,6 +37,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="folder for grades.csv and feedback/")
     p.add_argument(
         "--chapter", action="append", dest="chapters", help="grade only this chapter (repeatable)"
+    )
+    p.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="grade N submissions at once, each kernel on one thread; 1 grades them one "
+        "after another in this process (default: one per core)",
     )
     return parser
 
@@ -53,13 +71,14 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         from autograder.grade import grade
 
-        report = grade(root, args.submissions, args.out, args.chapters)
+        report = grade(root, args.submissions, args.out, args.chapters, workers=args.workers)
         for (student, chapter), (points, max_points) in sorted(report.totals().items()):
             print(f"{student:20s} {chapter:28s} {points:g} / {max_points:g}")
         for problem in report.problems:
             print(f"warning: {problem}", file=sys.stderr)
         print(
-            f"wrote {args.out / 'grades.csv'} and {args.out / 'feedback'}/ in {report.seconds:.0f} s"
+            f"wrote {args.out / 'grades.csv'} and {args.out / 'feedback'}/ in "
+            f"{report.seconds:.0f} s ({report.workers} worker{'s' if report.workers > 1 else ''})"
         )
         return 0
     except CourseError as error:

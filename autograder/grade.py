@@ -13,14 +13,25 @@ Output::
 
 One bad submission never stops the batch: an unreadable notebook, a missing one or one
 whose kernel dies gets zero points on every cell, with the reason in the ``status`` column.
+
+With ``workers > 1`` the submissions are graded in parallel, one (student, chapter) job per
+worker process (``spawn`` start method), each kernel on one thread so that a score does not
+depend on the load. The workers share the gradebook (one SQLite file); the scores are read
+from it once every job is done, and the rows keep the same order whatever order the jobs
+finish in.
 """
 
 import csv
 import json
+import multiprocessing
 import os
+import random
+import re
 import shutil
 import time
 import warnings
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +45,14 @@ from autograder.release import nbgrader_api, validate_solution_notebook
 
 CSV_COLUMNS = ("student", "chapter", "cell", "points", "max_points", "status")
 
+# Set in every worker process when grading in parallel, before any kernel starts; kernels
+# inherit them, so each runs its numerical libraries (torch included) on one thread.
+ONE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+# A job whose nbgrader step fails because another worker holds the gradebook is retried.
+LOCK_RETRIES = 4
+_LOCKED = re.compile(r"database (table )?is locked|SQLITE_BUSY", re.IGNORECASE)
+
 
 @dataclass
 class GradeRow:
@@ -45,11 +64,28 @@ class GradeRow:
     status: str
 
 
+@dataclass(frozen=True)
+class Job:
+    """One submission to autograde (plain values: it travels to a worker process)."""
+
+    student: str
+    chapter: str
+    notebook: str
+    work: str
+    out: str
+
+    @property
+    def marker(self) -> Path:
+        """Exists while a process grades this job; left behind when the process dies."""
+        return Path(self.work) / ".running" / self.student / self.chapter
+
+
 @dataclass
 class GradeReport:
     rows: list[GradeRow] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    workers: int = 1
 
     def totals(self) -> dict[tuple[str, str], tuple[float, float]]:
         """(student, chapter) -> (points, max points)."""
@@ -139,13 +175,23 @@ def graded_cells(root: Path, chapter: str) -> list[tuple[str, float]]:
 
 
 def grade(
-    root: Path, submissions: Path, out: Path, chapters: list[str] | None = None, log=print
+    root: Path,
+    submissions: Path,
+    out: Path,
+    chapters: list[str] | None = None,
+    log=print,
+    workers: int | None = None,
 ) -> GradeReport:
-    """Grade every submission under ``submissions``; write ``out/grades.csv`` and feedback."""
+    """Grade every submission under ``submissions``; write ``out/grades.csv`` and feedback.
+
+    ``workers`` processes grade at once (default: one per core); 1 grades in this process.
+    """
     start = time.perf_counter()
-    # nbgrader's gradebook code triggers harmless SQLAlchemy warnings on every submission
-    warnings.filterwarnings("ignore", module="nbgrader")
-    warnings.filterwarnings("ignore", message=".*not in session.*")
+    if workers is None:
+        workers = os.cpu_count() or 1
+    if workers < 1:
+        raise CourseError(f"workers must be at least 1, not {workers}")
+    _ignore_nbgrader_warnings()
     known = chapters_in(root)
     if chapters:
         unknown = [c for c in chapters if c not in ALL_CHAPTERS or c not in known]
@@ -156,23 +202,14 @@ def grade(
     # --out would be joined twice ("out/nbgrader/out/nbgrader/source/...").
     submissions, out = Path(submissions).resolve(), Path(out).resolve()
     found, problems = discover(submissions, known)
-    report = GradeReport(problems=problems)
+    report = GradeReport(problems=problems, workers=workers)
     out.mkdir(parents=True, exist_ok=True)
     work = out / "nbgrader"
     if work.exists():
         shutil.rmtree(work)
     db = out / "gradebook.db"
     db.unlink(missing_ok=True)
-    config = course_config(
-        work,
-        db_url=f"sqlite:///{db.resolve()}",
-        source_directory=work / "source",
-        release_directory=work / "release",
-        submitted_directory=work / "submitted",
-        autograded_directory=work / "autograded",
-        feedback_directory=work / "feedback",
-    )
-    api = nbgrader_api(config)
+    api = nbgrader_api(grading_config(work, db))
 
     wanted = sorted({ch for chs in found.values() for ch in chs}, key=ALL_CHAPTERS.index)
     for chapter in wanted:
@@ -182,14 +219,42 @@ def grade(
         if not result["success"]:
             raise CourseError(f"could not prepare {chapter} for grading:\n{result.get('error')}")
 
+    reasons: dict[tuple[str, str], str | None] = {}
+    jobs = []
     for student, chapter_paths in sorted(found.items()):
         for chapter in wanted:
-            cells = graded_cells(root, chapter)
             path = chapter_paths.get(chapter)
             reason = read_submission(path) if path else f"missing: no {chapter}/ folder"
             if reason is None:
-                log(f"grading {student} / {chapter} ...")
-                reason = _autograde_one(api, work, path, student, chapter, out)
+                jobs.append(Job(student, chapter, str(path), str(work), str(out)))
+            else:
+                reasons[(student, chapter)] = reason
+    # Students exist before the jobs start: two workers grading one student's chapters
+    # would otherwise both try to create the student in the gradebook.
+    _create_students(db, sorted({job.student for job in jobs}))
+
+    done = 0
+
+    def finish(job: Job, reason: str | None, seconds: float) -> None:
+        nonlocal done
+        done += 1
+        reasons[(job.student, job.chapter)] = reason
+        outcome = "graded" if reason is None else "failed"
+        line = f"{outcome} {job.student} / {job.chapter} ({done} of {len(jobs)}, {seconds:.1f} s)"
+        log(line if reason is None else f"{line}: {reason}")
+
+    if workers == 1:
+        for job in jobs:
+            reason, seconds = _run_job(api, job)
+            finish(job, reason, seconds)
+    else:
+        _run_in_pools(jobs, workers, (str(work), str(db)), finish)
+    shutil.rmtree(work / ".running", ignore_errors=True)
+
+    for student in sorted(found):
+        for chapter in wanted:
+            cells = graded_cells(root, chapter)
+            reason = reasons[(student, chapter)]
             scores = {} if reason else _scores(db, student, chapter)
             for cell, max_points in cells:
                 points = scores.get(cell)
@@ -206,6 +271,126 @@ def grade(
     return report
 
 
+def grading_config(work: Path, db: Path):
+    """The nbgrader configuration for grading in ``work`` with the gradebook ``db``; built
+    from two paths so that each worker process can build its own."""
+    work, db = Path(work), Path(db)
+    return course_config(
+        work,
+        db_url=f"sqlite:///{db.resolve()}",
+        source_directory=work / "source",
+        release_directory=work / "release",
+        submitted_directory=work / "submitted",
+        autograded_directory=work / "autograded",
+        feedback_directory=work / "feedback",
+    )
+
+
+def _ignore_nbgrader_warnings() -> None:
+    # nbgrader's gradebook code triggers harmless SQLAlchemy warnings on every submission
+    warnings.filterwarnings("ignore", module="nbgrader")
+    warnings.filterwarnings("ignore", message=".*not in session.*")
+
+
+def _create_students(db: Path, students: list[str]) -> None:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{db.resolve()}", COURSE_ID) as gb:
+        for student in students:
+            gb.update_or_create_student(student)
+
+
+def _run_job(api, job: Job) -> tuple[str | None, float]:
+    """Grade one job with ``api``: (None or the reason it was not graded, seconds taken)."""
+    start = time.perf_counter()
+    job.marker.parent.mkdir(parents=True, exist_ok=True)
+    job.marker.touch()
+    try:
+        reason = _autograde_one(
+            api, Path(job.work), Path(job.notebook), job.student, job.chapter, Path(job.out)
+        )
+    except Exception as error:  # one submission's trouble never stops the batch
+        reason = f"not graded: grader error ({type(error).__name__}: {error})"
+    job.marker.unlink(missing_ok=True)
+    return reason, time.perf_counter() - start
+
+
+# The worker process's own nbgrader API, built once by _start_worker.
+_worker_api = None
+
+
+def _start_worker(work: str, db: str) -> None:
+    """Set up a worker process: grading mode and one thread for every kernel it starts."""
+    global _worker_api
+    os.environ.update(ONE_THREAD_ENV)
+    os.environ[GRADING_ENV] = "1"
+    _ignore_nbgrader_warnings()
+    _worker_api = nbgrader_api(grading_config(Path(work), Path(db)))
+
+
+def _work(job: Job) -> tuple[str | None, float]:
+    return _run_job(_worker_api, job)
+
+
+def _run_in_pools(jobs: list[Job], workers: int, worker_args: tuple, finish) -> None:
+    """Grade ``jobs`` in ``workers`` processes; ``finish(job, reason, seconds)`` for each.
+
+    A process that dies (a notebook that kills its kernel's parent, memory) breaks the
+    pool and every job in it. The jobs that had not started go to a fresh pool; those
+    that were running are graded again one by one, each in a pool of its own, where a job
+    that breaks its pool is the culprit and is not graded.
+    """
+    context = multiprocessing.get_context("spawn")
+    together, alone = list(jobs), []
+    while together or alone:
+        if together:
+            batch, together = together, []
+        else:
+            batch = [alone.pop(0)]
+        crashed = []
+        pool = ProcessPoolExecutor(
+            min(workers, len(batch)),
+            mp_context=context,
+            initializer=_start_worker,
+            initargs=worker_args,
+        )
+        with pool:
+            futures = {pool.submit(_work, job): job for job in batch}
+            for future in as_completed(futures):
+                job = futures[future]
+                try:
+                    reason, seconds = future.result()
+                except BrokenProcessPool:
+                    crashed.append(job)
+                    continue
+                except Exception as error:
+                    reason = f"not graded: grader error ({type(error).__name__}: {error})"
+                    seconds = 0.0
+                finish(job, reason, seconds)
+        if len(batch) == 1:
+            for job in crashed:
+                job.marker.unlink(missing_ok=True)
+                finish(job, "not graded: the grading process died while grading it", 0.0)
+            continue
+        running = [job for job in crashed if job.marker.exists()]
+        if not running:  # died before any job started (e.g. in _start_worker)
+            running = crashed
+        for job in crashed:
+            job.marker.unlink(missing_ok=True)
+            (alone if job in running else together).append(job)
+
+
+def _retrying(step) -> dict:
+    """``step()`` (an nbgrader API call), again while it fails on a locked gradebook."""
+    for attempt in range(LOCK_RETRIES + 1):
+        result = step()
+        message = f"{result.get('error') or ''}\n{result.get('log') or ''}"
+        if result["success"] or attempt == LOCK_RETRIES or not _LOCKED.search(message):
+            return result
+        time.sleep(0.5 * (attempt + 1) + random.random())
+    return result
+
+
 def _autograde_one(
     api, work: Path, notebook: Path, student: str, chapter: str, out: Path
 ) -> str | None:
@@ -214,11 +399,11 @@ def _autograde_one(
     target.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(notebook, target / f"{chapter}.ipynb")
     with grading_environment():
-        result = api.autograde(chapter, student, force=True, create=True)
+        result = _retrying(lambda: api.autograde(chapter, student, force=True, create=True))
     if not result["success"]:
         last = (result.get("error") or result.get("log") or "").strip().splitlines()[-1:]
         return "not graded: nbgrader failed (" + (last[0] if last else "no message") + ")"
-    feedback = api.generate_feedback(chapter, student, force=True)
+    feedback = _retrying(lambda: api.generate_feedback(chapter, student, force=True))
     html = work / "feedback" / student / chapter / f"{chapter}.html"
     if feedback["success"] and html.is_file():
         destination = out / "feedback" / student / f"{chapter}.html"

@@ -31,6 +31,9 @@ def configure(c: Config) -> Config:
     c.ClearSolutions.code_stub = {"python": CODE_STUB}
     c.ClearSolutions.enforce_metadata = True
     c.Execute.timeout = CELL_TIMEOUT_S
+    # Waits for a cell's reply in short slices: pyzmq can miss the reply's wake-up, and
+    # nbclient would then sit out the whole cell timeout (autograder/kernel_client.py).
+    c.AsyncKernelManager.client_class = "autograder.kernel_client.GradingKernelClient"
     # A student who deletes a graded cell gets it back instead of a silent "needs manual grade".
     c.OverwriteCells.add_missing_cells = True
     # Feedback shows the visible tests and their results, never the hidden tests' code

@@ -1,9 +1,9 @@
 """End to end through ``python -m autograder grade``: the grader gives honest scores.
 
-For each chapter one batch of submissions is graded in one run: the solution (full
-marks), the untouched student notebook (zero, and the run finishes), a notebook that is
-not JSON, one whose student deleted a test cell, and one mutant per common mistake, which
-must lose points on the exercise it breaks and only there.
+For each chapter one batch of submissions is graded in one run, by two worker processes:
+the solution (full marks), the untouched student notebook (zero, and the run finishes), a
+notebook that is not JSON, one whose student deleted a test cell, and one mutant per
+common mistake, which must lose points on the exercise it breaks and only there.
 """
 
 import os
@@ -41,7 +41,7 @@ def graded(request, root, tmp_path_factory):
     # relative paths, as an instructor types them from the course folder
     relative = [os.path.relpath(submissions, root), "--out", os.path.relpath(out, root)]
     result = subprocess.run(
-        [sys.executable, "-m", "autograder", "grade", *relative],
+        [sys.executable, "-m", "autograder", "grade", *relative, "--workers", "2"],
         cwd=root,
         capture_output=True,
         text=True,
