@@ -140,9 +140,14 @@ def main(argv=None) -> int:
         "--book", action="store_true", help="also time the book build from clean (once)"
     )
     parser.add_argument("--suite", action="store_true", help="also time `make test` (once)")
-    parser.add_argument("--chapter", action="append", help="only these chapters")
+    parser.add_argument(
+        "--chapter",
+        action="append",
+        help="only these chapters (default: every chapter, unless --book or --suite is given)",
+    )
     args = parser.parse_args(argv)
-    chapters = args.chapter or chapters_in(ROOT)
+    # `--book` or `--suite` alone times just that: re-timing every chapter takes half an hour.
+    chapters = args.chapter or ([] if args.book or args.suite else chapters_in(ROOT))
     rows = []
 
     def record(what, budget_key, command, fn, repeats):
