@@ -40,14 +40,7 @@ from autograder.reference.convs2s import (
 from autograder.reference.seq2seq import greedy_decode as gru_greedy_decode
 from autograder.reference.seq2seq import sequence_loss
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run far faster on one thread, above all on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("shape, dim", [((4, 8), -1), ((2, 6, 3), 1), ((6,), 0)])

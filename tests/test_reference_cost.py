@@ -101,16 +101,6 @@ def test_blocked_error_is_float32_rounding():
     assert max(errors.values()) < 1e-5
 
 
-@pytest.fixture
-def one_thread():
-    """One thread, as on the book page: blocked attention's many small products otherwise
-    spend most of their time synchronising threads on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @linux_only
 def test_peak_memory_plain_attention_holds_the_scores_blocked_does_not(one_thread):
     n = 4096

