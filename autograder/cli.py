@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder {release,check,grade} ...``."""
+"""Command line: ``python -m autograder {release,check,grade,report} ...``."""
 
 import argparse
 import sys
@@ -20,7 +20,8 @@ def _positive_int(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m autograder",
-        description="Release, check and grade the course's notebooks (nbgrader underneath).",
+        description="Release, check and grade the course's notebooks (nbgrader underneath), "
+        "and report on a graded class.",
     )
     parser.add_argument(
         "--course-dir",
@@ -46,12 +47,19 @@ def _parser() -> argparse.ArgumentParser:
         help="grade N submissions at once, each kernel on one thread; 1 grades them one "
         "after another in this process (default: one per core)",
     )
+    p = sub.add_parser(
+        "report",
+        help="per exercise, the class's scores and known mistakes: OUT/report/index.html and CSV",
+    )
+    p.add_argument("out", type=Path, help="the --out folder of a `grade` run")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command == "report":
+            return _report(args)
         root = find_root(args.course_dir)
         if args.command == "release":
             from autograder.release import release
@@ -80,7 +88,33 @@ def main(argv: list[str] | None = None) -> int:
             f"wrote {args.out / 'grades.csv'} and {args.out / 'feedback'}/ in "
             f"{report.seconds:.0f} s ({report.workers} worker{'s' if report.workers > 1 else ''})"
         )
+        print(f"class report: {args.out / 'report' / 'index.html'} (and CSV beside it)")
         return 0
     except CourseError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+
+
+def _report(args) -> int:
+    """``report OUT``: needs only OUT; the course (when found) says which exercise a test
+    cell belongs to, else the graded notebooks do."""
+    from autograder.report import write_report
+
+    try:
+        root = find_root(args.course_dir)
+    except CourseError:
+        if args.course_dir is not None:
+            raise
+        root = None
+    report = write_report(args.out, root)
+    for ch in report.chapters:
+        named = sum(len(m.students) for m in ch.mistakes)
+        print(
+            f"{ch.chapter:28s} {ch.students} submission{'s' if ch.students != 1 else ''}, "
+            f"{len(ch.cells)} test cells, {len(ch.mistakes)} known mistake"
+            f"{'s' if len(ch.mistakes) != 1 else ''} named {named} time{'s' if named != 1 else ''}"
+        )
+    for problem in report.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    print(f"wrote {report.html} and summary.csv, scores.csv, mistakes.csv beside it")
+    return 0

@@ -267,6 +267,9 @@ def grade(
             if reason:
                 report.problems.append(f"{student} / {chapter}: {reason}")
     write_csv(report.rows, out / "grades.csv")
+    from autograder.report import write_report  # imported here: it reads grade's CSV
+
+    write_report(out, root)  # OUT/report/: the class's scores and known mistakes
     report.seconds = time.perf_counter() - start
     return report
 

@@ -1,0 +1,545 @@
+"""``report``: what a graded class got right and wrong, per exercise, for the instructor.
+
+Input, what ``python -m autograder grade SUBMISSIONS --out OUT`` leaves::
+
+    OUT/grades.csv                                            one row per student, chapter, graded cell
+    OUT/nbgrader/autograded/<student>/<chapter>/<chapter>.ipynb  the notebooks as graded
+
+Output::
+
+    OUT/report/index.html    per chapter: the scores of every test cell (table and plot) and the
+                             known mistakes diagnosed across the class (table and plot);
+                             self-contained (inline CSS, plots as inline PNG)
+    OUT/report/summary.csv   one row per chapter and test cell: graded, mean, full marks, zero,
+                             not graded, lost points, of which with a diagnosis
+    OUT/report/scores.csv    one row per chapter, test cell and score: how many students got it
+                             (score ``not graded`` counts the submissions that were not graded)
+    OUT/report/mistakes.csv  one row per chapter and diagnosed mistake: how many students, who
+
+A test cell belongs to the exercise whose solution cell comes before it in the notebook.
+A diagnosed mistake is a tag ``[known mistake: NAME]`` in the error message of a failed test
+cell (``autograder/diagnosis.py`` writes it); its line comes from the chapter's catalogue
+(``autograder/mistakes/``). A student counts once per mistake and chapter, however many of
+the exercise's test cells named it; a tag the catalogue does not know is counted all the same.
+"""
+
+import base64
+import csv
+import html
+import io
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from autograder.chapters import ALL_CHAPTERS, CourseError, solution_path
+from autograder.grade import GradeRow, read_csv
+
+TAG = re.compile(r"\[known mistake: ([a-z0-9-]+)\]")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+NOT_GRADED = "not graded"
+
+
+@dataclass
+class CellStats:
+    """The class's scores on one graded test cell."""
+
+    chapter: str
+    exercise: str
+    cell: str
+    max_points: float
+    scores: Counter = field(default_factory=Counter)  # points -> students (graded ones only)
+    not_graded: int = 0  # missing, unreadable or not graded submissions
+    lost: set = field(default_factory=set)  # graded students below full marks
+    diagnosed: set = field(default_factory=set)  # ... of whom the failure named a mistake
+
+    @property
+    def graded(self) -> int:
+        return sum(self.scores.values())
+
+    @property
+    def mean(self) -> float | None:
+        if not self.graded:
+            return None
+        return statistics.fmean(self.scores.elements())
+
+    @property
+    def full(self) -> int:
+        return sum(n for p, n in self.scores.items() if p >= self.max_points)
+
+    @property
+    def zero(self) -> int:
+        return self.scores.get(0.0, 0)
+
+
+@dataclass
+class MistakeCount:
+    """One mistake diagnosed in a chapter, and who made it."""
+
+    chapter: str
+    exercise: str
+    name: str
+    says: str  # "" when the catalogue does not know the tag
+    students: set = field(default_factory=set)
+    tests: set = field(default_factory=set)  # test cells whose failure named it
+
+
+@dataclass
+class ChapterReport:
+    chapter: str
+    students: int
+    submissions_graded: int
+    cells: list[CellStats]
+    mistakes: list[MistakeCount]
+    catalogued: int  # how many mistakes the chapter's catalogue lists
+
+
+@dataclass
+class Report:
+    out: Path
+    students: int
+    chapters: list[ChapterReport]
+    problems: list[str]
+
+    @property
+    def html(self) -> Path:
+        return self.out / "report" / "index.html"
+
+
+# ------------------------------------------------------------------------------- reading
+
+
+def known_mistakes(chapter: str) -> dict:
+    """The chapter's catalogue, name -> entry; empty when there is none to read."""
+    try:
+        from autograder import mistakes
+
+        return {m.name: m for m in mistakes.catalogue(chapter)}
+    except (ImportError, CourseError):
+        return {}
+
+
+def autograded_path(out: Path, student: str, chapter: str) -> Path:
+    return out / "nbgrader" / "autograded" / student / chapter / f"{chapter}.ipynb"
+
+
+def exercises_of(nb) -> dict[str, str]:
+    """Graded test cell -> the exercise it tests: the solution cell before it."""
+    exercise, found = None, {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            exercise = meta.get("grade_id")
+        if meta.get("grade"):
+            found[meta["grade_id"]] = exercise or meta["grade_id"]
+    return found
+
+
+def tags_by_cell(nb) -> dict[str, set[str]]:
+    """Graded test cell -> the mistakes its error output names."""
+    found = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("grade"):
+            continue
+        names = set()
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                text = f"{output.get('evalue', '')}\n" + "\n".join(output.get("traceback", []))
+                names.update(TAG.findall(_ANSI.sub("", text)))
+        if names:
+            found[meta["grade_id"]] = names
+    return found
+
+
+def _read(path: Path):
+    try:
+        return nbformat.read(path, as_version=4)
+    except Exception:  # a broken notebook is reported, never fatal
+        return None
+
+
+def build(out: Path, root: Path | None = None) -> Report:
+    """Read ``out/grades.csv`` and the autograded notebooks; count scores and mistakes."""
+    out = Path(out).resolve()
+    grades = out / "grades.csv"
+    if not grades.is_file():
+        raise CourseError(
+            f"{out} has no grades.csv: run `python -m autograder grade` first "
+            f"(python -m autograder grade SUBMISSIONS --out {out})"
+        )
+    try:
+        rows = read_csv(grades)
+    except (KeyError, ValueError, csv.Error) as error:
+        raise CourseError(f"{grades} is not a grades.csv written by the grader ({error})") from None
+    by_chapter: dict[str, list[GradeRow]] = {}
+    for row in rows:
+        by_chapter.setdefault(row.chapter, []).append(row)
+    order = {c: i for i, c in enumerate(ALL_CHAPTERS)}
+    problems: list[str] = []
+    chapters = [
+        _chapter(out, root, chapter, by_chapter[chapter], problems)
+        for chapter in sorted(by_chapter, key=lambda c: (order.get(c, len(order)), c))
+    ]
+    return Report(out, len({r.student for r in rows}), chapters, problems)
+
+
+def _chapter(
+    out: Path, root: Path | None, chapter: str, rows: list[GradeRow], problems: list[str]
+) -> ChapterReport:
+    students = list(dict.fromkeys(r.student for r in rows))
+    failed = {r.student for r in rows if r.status != "graded"}
+    graded_students = [s for s in students if s not in failed]
+    notebooks = {}
+    for student in dict.fromkeys(r.student for r in rows if r.status == "graded"):
+        path = autograded_path(out, student, chapter)
+        nb = _read(path) if path.is_file() else None
+        if nb is None:
+            problems.append(f"{student} / {chapter}: no readable autograded notebook at {path}")
+        else:
+            notebooks[student] = nb
+
+    exercise = {}
+    solution = solution_path(root, chapter) if root else None
+    if solution is not None and solution.is_file() and (nb := _read(solution)) is not None:
+        exercise = exercises_of(nb)
+    for nb in notebooks.values():
+        if exercise:
+            break
+        exercise = exercises_of(nb)
+
+    cells: dict[str, CellStats] = {}
+    for r in rows:
+        stats = cells.setdefault(
+            r.cell, CellStats(chapter, exercise.get(r.cell, r.cell), r.cell, r.max_points)
+        )
+        if r.status != "graded":
+            stats.not_graded += 1
+            continue
+        stats.scores[r.points] += 1
+        if r.points < r.max_points:
+            stats.lost.add(r.student)
+
+    catalogue = known_mistakes(chapter)
+    counts: dict[str, MistakeCount] = {}
+    for student, nb in notebooks.items():
+        for cell, names in tags_by_cell(nb).items():
+            for name in names:
+                entry = catalogue.get(name)
+                count = counts.setdefault(
+                    name,
+                    MistakeCount(
+                        chapter,
+                        entry.cell if entry else exercise.get(cell, cell),
+                        name,
+                        entry.says if entry else "",
+                    ),
+                )
+                count.students.add(student)
+                count.tests.add(cell)
+            if cell in cells and student in cells[cell].lost:
+                cells[cell].diagnosed.add(student)
+
+    position = {}
+    for stats in cells.values():
+        position.setdefault(stats.exercise, len(position))
+    for entry in catalogue.values():
+        position.setdefault(entry.cell, len(position))
+    mistakes = sorted(
+        counts.values(),
+        key=lambda m: (position.get(m.exercise, len(position)), -len(m.students), m.name),
+    )
+    return ChapterReport(
+        chapter, len(students), len(graded_students), list(cells.values()), mistakes, len(catalogue)
+    )
+
+
+# ------------------------------------------------------------------------------- writing
+
+
+def write_report(out: Path, root: Path | None = None) -> Report:
+    """Build the report of ``out`` and write ``out/report/`` (HTML and CSV files)."""
+    report = build(out, root)
+    folder = report.out / "report"
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_csvs(report, folder)
+    report.html.write_text(_html(report), encoding="utf-8")
+    return report
+
+
+def _number(x: float) -> str:
+    return f"{x:g}"
+
+
+def _write_csvs(report: Report, folder: Path) -> None:
+    with open(folder / "summary.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(
+            (
+                "chapter",
+                "exercise",
+                "cell",
+                "max_points",
+                "graded",
+                "mean",
+                "full_marks",
+                "zero",
+                "not_graded",
+                "lost_points",
+                "diagnosed",
+            )
+        )
+        for ch in report.chapters:
+            for c in ch.cells:
+                mean = "" if c.mean is None else f"{c.mean:.3g}"
+                w.writerow(
+                    (ch.chapter, c.exercise, c.cell, _number(c.max_points), c.graded, mean)
+                    + (c.full, c.zero, c.not_graded, len(c.lost), len(c.diagnosed))
+                )
+    with open(folder / "scores.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(("chapter", "exercise", "cell", "max_points", "score", "students"))
+        for ch in report.chapters:
+            for c in ch.cells:
+                head = (ch.chapter, c.exercise, c.cell, _number(c.max_points))
+                for points in sorted(c.scores):
+                    w.writerow(head + (_number(points), c.scores[points]))
+                if c.not_graded:
+                    w.writerow(head + (NOT_GRADED, c.not_graded))
+    with open(folder / "mistakes.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(("chapter", "exercise", "mistake", "says", "tests", "count", "students"))
+        for ch in report.chapters:
+            for m in ch.mistakes:
+                w.writerow(
+                    (ch.chapter, m.exercise, m.name, m.says, " ".join(sorted(m.tests)))
+                    + (len(m.students), " ".join(sorted(m.students)))
+                )
+
+
+def _png(fig) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f'<img alt="" src="data:image/png;base64,{data}">'
+
+
+def _scores_plot(ch: ChapterReport) -> str:
+    """One horizontal bar per test cell, split by score: red (zero) to green (full marks),
+    grey for the submissions that were not graded."""
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    cmap = colormaps["RdYlGn"]
+    fig = Figure(figsize=(8, 0.5 * len(ch.cells) + 1.2))
+    ax = fig.add_subplot()
+    labels = []
+    for y, c in enumerate(ch.cells):
+        labels.append(c.cell if c.cell == c.exercise else f"{c.exercise} · {c.cell}")
+        left = 0
+        segments = [(NOT_GRADED, c.not_graded)] + sorted(c.scores.items())
+        for points, n in segments:
+            if not n:
+                continue
+            if points == NOT_GRADED:
+                color = "0.75"
+            else:
+                color = cmap(points / c.max_points if c.max_points else 1.0)
+            ax.barh(y, n, left=left, color=color, edgecolor="white")
+            text = str(n) if points == NOT_GRADED else f"{_number(points)} pts: {n}"
+            dark = points != NOT_GRADED and not 0.2 < points / (c.max_points or 1) < 0.8
+            ax.text(
+                left + n / 2,
+                y,
+                text,
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if dark else "black",
+            )
+            left += n
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("students")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    bar = fig.colorbar(ScalarMappable(Normalize(0, 1), cmap), ax=ax, pad=0.02)
+    bar.set_label("score / the cell's points")
+    if any(c.not_graded for c in ch.cells):
+        ax.legend(
+            handles=[Patch(color="0.75", label=NOT_GRADED)],
+            loc="upper right",
+            bbox_to_anchor=(1.0, -0.08),
+            fontsize=8,
+            frameon=False,
+        )
+    ax.set_title(f"{ch.chapter}: scores per test cell")
+    return _png(fig)
+
+
+def _mistakes_plot(ch: ChapterReport) -> str:
+    from matplotlib.figure import Figure
+
+    shown = sorted(ch.mistakes, key=lambda m: len(m.students))
+    fig = Figure(figsize=(8, 0.4 * len(shown) + 1.2))
+    ax = fig.add_subplot()
+    y = range(len(shown))
+    counts = [len(m.students) for m in shown]
+    ax.barh(y, counts, color=["#c0504d" if m.says else "0.6" for m in shown])
+    for i, n in zip(y, counts, strict=True):
+        ax.text(n, i, f" {n}", va="center", fontsize=8)
+    ax.set_yticks(list(y), [f"{m.exercise}: {m.name}" for m in shown])
+    ax.set_xlabel("students whose failure named the mistake")
+    ax.set_xlim(0, max(counts) * 1.1 + 0.5)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_title(f"{ch.chapter}: known mistakes diagnosed")
+    return _png(fig)
+
+
+CSS = """
+body { font-family: system-ui, sans-serif; max-width: 70em; margin: 2em auto; padding: 0 1em;
+       color: #222; line-height: 1.45; }
+h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.92em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+code { background: #f4f4f4; padding: 0 0.2em; } td code { white-space: nowrap; }
+img { max-width: 100%; }
+.muted { color: #666; } .students { font-size: 0.85em; color: #444; }
+"""
+
+
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _table(head: list[str], rows: list[list[str]], numeric: set[int]) -> str:
+    th = "".join(f"<th>{_e(h)}</th>" for h in head)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="n">{v}</td>' if i in numeric else f"<td>{v}</td>" for i, v in enumerate(r)
+        )
+        + "</tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _chapter_html(ch: ChapterReport) -> str:
+    parts = [f'<h2 id="{_e(ch.chapter)}">{_e(ch.chapter)}</h2>']
+    parts.append(
+        f"<p>{ch.students} submission{'s' if ch.students != 1 else ''}, "
+        f"{ch.submissions_graded} graded in full.</p>"
+    )
+    parts.append("<h3>Scores per test cell</h3>")
+    rows = []
+    for c in ch.cells:
+        spread = ", ".join(f"{_number(p)}: {n}" for p, n in sorted(c.scores.items())) or "–"
+        rows.append(
+            [
+                f"<code>{_e(c.exercise)}</code>",
+                f"<code>{_e(c.cell)}</code>",
+                _number(c.max_points),
+                str(c.graded),
+                "–" if c.mean is None else f"{c.mean:.2f}",
+                str(c.full),
+                str(c.zero),
+                str(c.not_graded),
+                _e(spread),
+                f"{len(c.diagnosed)} of {len(c.lost)}",
+            ]
+        )
+    parts.append(
+        _table(
+            [
+                "exercise",
+                "test cell",
+                "points",
+                "graded",
+                "mean",
+                "full marks",
+                "zero",
+                "not graded",
+                "score: students",
+                "lost points: diagnosed",
+            ],
+            rows,
+            {2, 3, 4, 5, 6, 7, 9},
+        )
+    )
+    if ch.cells:
+        parts.append(_scores_plot(ch))
+    parts.append("<h3>Known mistakes</h3>")
+    if not ch.mistakes:
+        parts.append(
+            f"<p>No failure in this chapter named a known mistake "
+            f"({ch.catalogued} in the chapter's catalogue).</p>"
+        )
+        return "\n".join(parts)
+    known = sum(1 for m in ch.mistakes if m.says)
+    unknown = len(ch.mistakes) - known
+    line = f"{known} of the {ch.catalogued} mistakes of the chapter's catalogue diagnosed"
+    if unknown:
+        line += (
+            f", and {unknown} tag{'s' if unknown != 1 else ''} the catalogue does not know "
+            "(grey bars)"
+        )
+    parts.append(f"<p>{line}.</p>")
+    rows = [
+        [
+            f"<code>{_e(m.exercise)}</code>",
+            f"<code>{_e(m.name)}</code>",
+            _e(m.says) if m.says else '<span class="muted">not in the catalogue</span>',
+            ", ".join(f"<code>{_e(t)}</code>" for t in sorted(m.tests)),
+            str(len(m.students)),
+            f'<span class="students">{_e(" ".join(sorted(m.students)))}</span>',
+        ]
+        for m in ch.mistakes
+    ]
+    parts.append(
+        _table(["exercise", "mistake", "what is wrong", "named in", "students", "who"], rows, {4})
+    )
+    parts.append(_mistakes_plot(ch))
+    return "\n".join(parts)
+
+
+def _html(report: Report) -> str:
+    submissions = sum(ch.students for ch in report.chapters)
+    students = report.students
+    toc = " · ".join(f'<a href="#{_e(ch.chapter)}">{_e(ch.chapter)}</a>' for ch in report.chapters)
+    intro = (
+        f"<p>{submissions} submission{'s' if submissions != 1 else ''} from {students} "
+        f"student{'s' if students != 1 else ''} in {len(report.chapters)} "
+        f"chapter{'s' if len(report.chapters) != 1 else ''}: {toc}. Each chapter shows the "
+        "scores of every graded test cell (a test cell belongs to the exercise above it in "
+        "the notebook), then the known mistakes diagnosed across the class.</p>"
+        "<p>When a test cell fails and the student's code gives the same results as a mistake "
+        "of the chapter's catalogue (<code>autograder/mistakes/</code>) on every input the "
+        "test gave it, the failure message names that mistake with a tag "
+        "<code>[known mistake: NAME]</code>. A mistake's count is the number of students whose "
+        "graded notebook carries its tag in at least one test cell of the chapter. Failures "
+        "outside the catalogue get no tag: the column <em>lost points: diagnosed</em> says how "
+        "many of the students who lost points on a test cell got a diagnosis there. "
+        "<em>Not graded</em> counts missing or unreadable notebooks and those the grader "
+        "could not run (see the <code>status</code> column of <code>grades.csv</code>); "
+        "they are left out of the mean.</p>"
+        "<p>The same numbers as CSV, beside this page: <code>summary.csv</code>, "
+        "<code>scores.csv</code>, <code>mistakes.csv</code>.</p>"
+    )
+    problems = ""
+    if report.problems:
+        items = "".join(f"<li>{_e(p)}</li>" for p in report.problems)
+        problems = f"<h2>Problems</h2><ul>{items}</ul>"
+    body = "\n".join(_chapter_html(ch) for ch in report.chapters)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        "<title>Grading report</title>"
+        f"<style>{CSS}</style></head><body>\n<h1>Grading report</h1>\n{intro}\n{body}\n"
+        f"{problems}\n</body></html>\n"
+    )

@@ -1,0 +1,217 @@
+"""The instructor's report (``python -m autograder report OUT``), on a made-up graded class:
+a grades.csv and a few small autograded notebooks whose failed test cells carry the tags a
+diagnosis writes. No grading runs here; the catalogue is a fake one."""
+
+import csv
+import re
+from dataclasses import dataclass
+
+import nbformat
+import pytest
+
+from autograder import mistakes
+from autograder.cli import main
+from autograder.grade import GradeRow, write_csv
+
+CHAPTER = "04_dot_product_attention"
+OTHER = "01_rnn_bottleneck"
+# test cell -> (exercise, points)
+CELLS = {
+    "test_attention_unmasked": ("scaled_dot_product_attention", 3.0),
+    "test_attention_masked": ("scaled_dot_product_attention", 2.0),
+    "test_padding_mask": ("padding_mask", 2.0),
+}
+SAYS = "the scores are not divided by sqrt(d_k)"
+
+
+@dataclass(frozen=True)
+class FakeMistake:
+    name: str
+    cell: str
+    says: str
+    old: str = ""
+    new: str = ""
+    breaks: frozenset = frozenset()
+
+
+def fake_catalogue(chapter):
+    if chapter != CHAPTER:
+        return []
+    return [
+        FakeMistake("no-scaling", "scaled_dot_product_attention", SAYS),
+        FakeMistake("mask-ignored", "padding_mask", "the mask is never applied"),
+    ]
+
+
+def error_output(*tags):
+    message = "weights differs from the expected values.\nDiagnosis: ... " + " ".join(
+        f"[known mistake: {t}]" for t in tags
+    )
+    return nbformat.v4.new_output(
+        "error",
+        ename="AssertionError",
+        evalue=message,
+        traceback=["\x1b[0;31mAssertionError\x1b[0m: " + message],
+    )
+
+
+def notebook(outputs: dict[str, list]):
+    """A small autograded notebook: each exercise's solution cell, then its test cells."""
+    cells, seen = [], set()
+    for test, (exercise, points) in CELLS.items():
+        if exercise not in seen:
+            seen.add(exercise)
+            cell = nbformat.v4.new_code_cell("def f(): pass")
+            cell.metadata.nbgrader = {"grade_id": exercise, "solution": True, "grade": False}
+            cells.append(cell)
+        cell = nbformat.v4.new_code_cell("assert True", outputs=outputs.get(test, []))
+        cell.metadata.nbgrader = {
+            "grade_id": test,
+            "solution": False,
+            "grade": True,
+            "points": points,
+        }
+        cells.append(cell)
+    return nbformat.v4.new_notebook(cells=cells)
+
+
+def write_class(out):
+    """alice: full marks. bob: no-scaling, named in two test cells. carol: no-scaling, a tag
+    the catalogue does not know, and a point lost on the padding mask with no diagnosis.
+    dave: nothing handed in. alice also did chapter 01."""
+    points = {
+        "alice": {"test_attention_unmasked": 3, "test_attention_masked": 2, "test_padding_mask": 2},
+        "bob": {"test_attention_unmasked": 0, "test_attention_masked": 0, "test_padding_mask": 2},
+        "carol": {"test_attention_unmasked": 0, "test_attention_masked": 0, "test_padding_mask": 1},
+        "dave": dict.fromkeys(CELLS, 0),
+    }
+    outputs = {
+        "alice": {},
+        "bob": {
+            "test_attention_unmasked": [error_output("no-scaling")],
+            "test_attention_masked": [error_output("no-scaling")],
+        },
+        "carol": {
+            "test_attention_unmasked": [error_output("no-scaling")],
+            "test_attention_masked": [error_output("made-up-thing")],
+            "test_padding_mask": [error_output()],
+        },
+    }
+    rows = []
+    for student, scores in points.items():
+        status = "graded" if student in outputs else f"missing: no {CHAPTER}/ folder"
+        for test, (_, max_points) in CELLS.items():
+            rows.append(GradeRow(student, CHAPTER, test, scores[test], max_points, status))
+        if student in outputs:
+            path = out / "nbgrader" / "autograded" / student / CHAPTER / f"{CHAPTER}.ipynb"
+            path.parent.mkdir(parents=True)
+            nbformat.write(notebook(outputs[student]), path)
+    rows.append(GradeRow("alice", OTHER, "test_encoder", 2, 2, "graded"))
+    path = out / "nbgrader" / "autograded" / "alice" / OTHER / f"{OTHER}.ipynb"
+    path.parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), path)
+    write_csv(rows, out / "grades.csv")
+
+
+def read(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture
+def graded(tmp_path, monkeypatch):
+    monkeypatch.setattr(mistakes, "catalogue", fake_catalogue)
+    monkeypatch.chdir(tmp_path)  # outside the course: the notebooks say which test is whose
+    write_class(tmp_path / "out")
+    return tmp_path / "out"
+
+
+def test_report_counts_scores_and_mistakes(graded, capsys):
+    assert main(["report", str(graded)]) == 0
+    printed = capsys.readouterr().out
+    assert "index.html" in printed and CHAPTER in printed
+
+    scores = {
+        (r["chapter"], r["cell"], r["score"]): int(r["students"])
+        for r in read(graded / "report" / "scores.csv")
+    }
+    assert scores == {
+        (CHAPTER, "test_attention_unmasked", "0"): 2,
+        (CHAPTER, "test_attention_unmasked", "3"): 1,
+        (CHAPTER, "test_attention_unmasked", "not graded"): 1,
+        (CHAPTER, "test_attention_masked", "0"): 2,
+        (CHAPTER, "test_attention_masked", "2"): 1,
+        (CHAPTER, "test_attention_masked", "not graded"): 1,
+        (CHAPTER, "test_padding_mask", "1"): 1,
+        (CHAPTER, "test_padding_mask", "2"): 2,
+        (CHAPTER, "test_padding_mask", "not graded"): 1,
+        (OTHER, "test_encoder", "2"): 1,
+    }
+
+    summary = {r["cell"]: r for r in read(graded / "report" / "summary.csv")}
+    unmasked = summary["test_attention_unmasked"]
+    assert unmasked["exercise"] == "scaled_dot_product_attention"
+    assert (unmasked["graded"], unmasked["mean"], unmasked["full_marks"]) == ("3", "1", "1")
+    assert (unmasked["zero"], unmasked["not_graded"]) == ("2", "1")
+    assert (unmasked["lost_points"], unmasked["diagnosed"]) == ("2", "2")
+    padding = summary["test_padding_mask"]
+    assert padding["exercise"] == "padding_mask"
+    assert (padding["lost_points"], padding["diagnosed"]) == ("1", "0")  # a tagless failure
+
+    found = {r["mistake"]: r for r in read(graded / "report" / "mistakes.csv")}
+    assert set(found) == {"no-scaling", "made-up-thing"}  # mask-ignored: nobody
+    no_scaling = found["no-scaling"]
+    assert no_scaling["chapter"] == CHAPTER
+    assert no_scaling["exercise"] == "scaled_dot_product_attention"
+    assert no_scaling["says"] == SAYS
+    assert no_scaling["count"] == "2"  # bob once, although two of his test cells named it
+    assert no_scaling["students"] == "bob carol"
+    assert no_scaling["tests"] == "test_attention_masked test_attention_unmasked"
+    unknown = found["made-up-thing"]
+    assert (unknown["count"], unknown["students"], unknown["says"]) == ("1", "carol", "")
+    assert unknown["exercise"] == "scaled_dot_product_attention"  # its test cell's exercise
+
+
+def test_report_page_is_self_contained(graded):
+    assert main(["report", str(graded)]) == 0
+    page = (graded / "report" / "index.html").read_text(encoding="utf-8")
+    assert "5 submissions from 4 students in 2 chapters" in page
+    assert "[known mistake: NAME]" in page
+    assert page.count("<table") == 3  # chapter 04: scores and mistakes; chapter 01: scores
+    assert page.count('<img alt="" src="data:image/png;base64,') == 3
+    assert SAYS in page and "made-up-thing" in page and "not in the catalogue" in page
+    assert "bob carol" in page
+    text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", page)
+    assert "http" not in text and 'src="/' not in text and "<script" not in text
+    assert "No failure in this chapter named a known mistake" in text  # chapter 01
+
+
+def test_report_takes_a_relative_path_from_a_subfolder(graded, monkeypatch, capsys):
+    sub = graded.parent / "elsewhere" / "deeper"
+    sub.mkdir(parents=True)
+    monkeypatch.chdir(sub)
+    assert main(["report", "../../out"]) == 0
+    assert (graded / "report" / "index.html").is_file()
+    assert len(read(graded / "report" / "mistakes.csv")) == 2
+    monkeypatch.chdir(graded.parent)
+    assert main(["report", "out"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_report_warns_about_a_missing_autograded_notebook(graded, capsys):
+    (graded / "nbgrader" / "autograded" / "carol" / CHAPTER / f"{CHAPTER}.ipynb").unlink()
+    assert main(["report", str(graded)]) == 0
+    assert f"carol / {CHAPTER}: no readable autograded notebook" in capsys.readouterr().err
+    found = {r["mistake"]: r for r in read(graded / "report" / "mistakes.csv")}
+    assert found["no-scaling"]["students"] == "bob" and "made-up-thing" not in found
+
+
+def test_report_without_grades_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    assert main(["report", "out"]) == 2
+    err = capsys.readouterr().err
+    assert "has no grades.csv: run `python -m autograder grade` first" in err
+    assert "Traceback" not in err
+    assert main(["report", "no-such-folder"]) == 2
+    assert not (tmp_path / "out" / "report").exists()
