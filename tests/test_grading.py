@@ -2,17 +2,20 @@
 
 For each chapter one batch of submissions is graded in one run, by two worker processes:
 the solution (full marks), the untouched student notebook (zero, and the run finishes), a
-notebook that is not JSON, one whose student deleted a test cell, and one mutant per
-common mistake, which must lose points on the exercise it breaks and only there.
+notebook that is not JSON, one whose student deleted a test cell, one submission per
+catalogued mistake (``autograder/mistakes/``), which must lose points on the exercise it
+breaks and only there and be named in the feedback, and a wrong answer outside the
+catalogue, which must lose points and be named as nothing.
 """
 
 import os
+import re
 import subprocess
 import sys
 
 import nbformat
 import pytest
-from mutants import MUTANTS
+from mutants import MUTANTS, UNCATALOGUED
 
 from autograder.grade import read_csv
 from autograder.submissions import mutate, solved_notebook, untouched_notebook, write_submission
@@ -27,7 +30,7 @@ def graded(request, root, tmp_path_factory):
     out = tmp_path_factory.mktemp(f"graded-{chapter}")
     write_submission(solved_notebook(root, chapter), submissions, "solution", chapter)
     write_submission(untouched_notebook(root, chapter), submissions, "untouched", chapter)
-    for m in MUTANTS[chapter]:
+    for m in MUTANTS[chapter] + UNCATALOGUED[chapter]:
         nb = mutate(solved_notebook(root, chapter), m.cell, m.old, m.new)
         write_submission(nb, submissions, f"mutant-{m.name}", chapter)
     # a student who deleted a graded test cell: nbgrader must put it back, not skip it
@@ -53,6 +56,13 @@ def graded(request, root, tmp_path_factory):
     for r in rows:
         by_student.setdefault(r.student, {})[r.cell] = r
     return chapter, by_student, out
+
+
+def _tags(graded, student) -> list[str]:
+    """The known mistakes the student's feedback page names."""
+    chapter, _, out = graded
+    page = out / "feedback" / student / f"{chapter}.html"
+    return re.findall(r"\[known mistake: ([a-z0-9-]+)\]", page.read_text(encoding="utf-8"))
 
 
 def _scores(graded, student):
@@ -92,6 +102,36 @@ def test_feedback_for_every_graded_submission(graded):
         assert page.is_file() == (student != "broken"), page
     text = (out / "feedback" / "untouched" / f"{chapter}.html").read_text(encoding="utf-8")
     assert "HIDDEN TESTS" not in text
+
+
+def test_every_chapter_catalogues_at_least_four_mistakes():
+    for chapter, mistakes in MUTANTS.items():
+        assert len(mistakes) >= 4, chapter
+        assert UNCATALOGUED[chapter], f"{chapter}: no wrong answer outside the catalogue"
+
+
+def test_solution_and_untouched_notebook_are_never_diagnosed(graded):
+    assert _tags(graded, "solution") == []
+    assert _tags(graded, "untouched") == []
+
+
+@pytest.mark.parametrize("index", range(max(len(v) for v in MUTANTS.values())))
+def test_each_mistake_is_named_in_its_feedback(graded, index):
+    chapter = graded[0]
+    if index >= len(MUTANTS[chapter]):
+        pytest.skip(f"{chapter} has fewer mistakes")
+    m = MUTANTS[chapter][index]
+    tags = _tags(graded, f"mutant-{m.name}")
+    # named where it fails (visible or hidden tests), and no other mistake named
+    assert tags and set(tags) == {m.name}, f"{m.name}: the feedback names {tags}"
+
+
+def test_wrong_answers_outside_the_catalogue_get_no_diagnosis(graded):
+    chapter = graded[0]
+    for m in UNCATALOGUED[chapter]:
+        scores = _scores(graded, f"mutant-{m.name}")
+        assert all(scores[cell].points < scores[cell].max_points for cell in m.breaks), m.name
+        assert _tags(graded, f"mutant-{m.name}") == [], f"{m.name} got a false diagnosis"
 
 
 @pytest.mark.parametrize("index", range(max(len(v) for v in MUTANTS.values())))

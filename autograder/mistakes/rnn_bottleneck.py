@@ -1,0 +1,74 @@
+"""Chapter 01, the RNN bottleneck: its known mistakes (the format: ``autograder/mistakes/__init__.py``)."""
+
+from autograder.mistakes import mistake
+
+MISTAKES = [
+    mistake(
+        "encoder-reads-padding",
+        "encoder",
+        "the GRU runs over the padding (the batch is not packed), so a short source's final state has read pad tokens",
+        (
+            "        packed = pack_padded_sequence(x, src_lengths.cpu(), batch_first=True, enforce_sorted=False)\n"
+            "        packed_states, h_n = self.rnn(packed)  # h_n: (1, B, H), in the batch's own order\n"
+            "        states, _ = pad_packed_sequence(packed_states, batch_first=True, total_length=src.size(1))"
+        ),
+        "        states, h_n = self.rnn(x)  # the GRU runs over the padding too",
+        "test_encoder",
+    ),
+    mistake(
+        "encoder-final-from-last-column",
+        "encoder",
+        "the final state is read from the last column of the padded states instead of from h_n",
+        "final = h_n[-1]",
+        "final = states[:, -1]",
+        "test_encoder",
+    ),
+    mistake(
+        "logits-from-previous-state",
+        "decoder",
+        "the logits come from the previous state s_{t-1} instead of the new state s_t",
+        ("        hidden = self.cell(y, hidden)  # s_t  (B, H)\n        logits = self.out(hidden)"),
+        ("        logits = self.out(hidden)\n        hidden = self.cell(y, hidden)"),
+        "test_decoder_step",
+    ),
+    mistake(
+        "teacher-forcing-shifted-by-one",
+        "seq2seq",
+        "step t reads tgt_in[:, t - 1] instead of tgt_in[:, t]",
+        "self.decode_step(tgt_in[:, t], hidden, memory)",
+        "self.decode_step(tgt_in[:, t - 1], hidden, memory)",
+        "test_teacher_forcing",
+    ),
+    mistake(
+        "decoder-ignores-the-source",
+        "seq2seq",
+        "the decoder starts from zeros instead of the encoder's final state",
+        "hidden = memory.final  # s_0",
+        "hidden = torch.zeros_like(memory.final)  # s_0",
+        "test_teacher_forcing",
+    ),
+    mistake(
+        "loss-counts-padding",
+        "sequence_loss",
+        "the loss also averages over padding positions (no ignore_index)",
+        "tgt_out.reshape(-1), ignore_index=pad_id)",
+        "tgt_out.reshape(-1))",
+        "test_sequence_loss",
+    ),
+    mistake(
+        "greedy-does-not-stop-per-sequence",
+        "greedy_decode",
+        "a finished sequence goes on emitting tokens after its <eos> instead of padding",
+        "logits.argmax(dim=-1).masked_fill(done, pad_id)",
+        "logits.argmax(dim=-1)",
+        "test_greedy_decode",
+    ),
+    mistake(
+        "greedy-stops-at-first-eos",
+        "greedy_decode",
+        "decoding stops as soon as any sequence emits <eos>, not when all of them have",
+        "if done.all():",
+        "if done.any():",
+        "test_greedy_decode",
+    ),
+]
