@@ -447,6 +447,21 @@ def drive_explorers(page, rel: str) -> list[str]:
 MATH_ERRORS_JS = """() => Array.from(document.querySelectorAll(".merror, .noError, .MathJax_Error"))
     .map((el) => el.textContent.trim()).slice(0, 5)"""
 
+# Each display equation's typeset box (MathJax 2's inline-block span.math) against the text
+# column that holds it: how far its centre sits from the column's centre, in pixels, for
+# the equations narrower than the column (a wider one scrolls and cannot be centred).
+DISPLAY_OFFSETS_JS = """() => Array.from(document.querySelectorAll("div.math.notranslate"))
+    .map((div) => {
+        const box = div.querySelector(".MathJax_Display .MathJax span.math");
+        const column = div.parentElement.getBoundingClientRect();
+        if (!box) return null;
+        const r = box.getBoundingClientRect();
+        if (r.width === 0 || r.width >= column.width - 2) return null;
+        return [(r.left + r.right) / 2 - (column.left + column.right) / 2,
+                div.textContent.trim().slice(0, 40)];
+    }).filter((x) => x !== null)"""
+DISPLAY_CENTRE_TOLERANCE_PX = 3
+
 
 def test_pages_render_offline_in_a_browser(site, server):
     chromium = _chromium()
@@ -506,6 +521,12 @@ def test_pages_render_offline_in_a_browser(site, server):
                     errors = page.evaluate(MATH_ERRORS_JS)
                     if errors:
                         problems.append(f"{rel}: MathJax could not typeset {errors}")
+                    problems += [
+                        f"{rel}: display equation {text!r} sits {offset:+.0f} px off the "
+                        "centre of the text column"
+                        for offset, text in page.evaluate(DISPLAY_OFFSETS_JS)
+                        if abs(offset) > DISPLAY_CENTRE_TOLERANCE_PX
+                    ]
                 images = page.evaluate(IMAGES_JS)
                 broken = [src for src, width, _, _ in images if width == 0]
                 no_alt = [src for src, _, alt, in_figure in images if in_figure and not alt]
