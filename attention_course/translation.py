@@ -37,7 +37,8 @@ from attention_course.training import History, train
 
 Pair = tuple[list[str], list[str]]
 
-# Source lengths in tokens, as in the chapters' plots: 0-4, 5-9, ..., 20-24.
+# Source lengths in tokens: 0-4, 5-9, ..., 20-24. The number data sets hold no test source
+# shorter than 3 tokens, so their first bucket is 3-4 (see number_translation_data).
 BUCKETS: tuple[tuple[int, int], ...] = ((0, 4), (5, 9), (10, 14), (15, 19), (20, 24))
 
 
@@ -133,6 +134,8 @@ def number_translation_data(
     ``min_test_len`` tokens: there are only about a hundred numbers of one or two words
     ("seven", "forty two"), and the training set needs them.
     """
+    # A bucket is labelled with the lengths it holds: the first one, 0-4, holds 3 and 4.
+    buckets = tuple((max(low, min_test_len), high) for low, high in buckets)
     test: list[Pair] = []
     for k, (low, high) in enumerate(buckets):
         test += number_pairs(
@@ -140,7 +143,7 @@ def number_translation_data(
             tgt_lang,
             max_digits,
             seed=1000 * seed + 1 + k,
-            min_src_len=max(low, min_test_len),
+            min_src_len=low,
             max_src_len=high,
             exclude=numbers_of(test),
         )
@@ -423,6 +426,9 @@ def plot_accuracy_by_length(
     ``results`` maps a model's name to an :class:`AccuracyByLength` or to one accuracy per bucket.
     """
     labels = [bucket_label(b) for b in buckets]
+    measured = [r for r in results.values() if isinstance(r, AccuracyByLength)]
+    if measured:  # the data's own buckets (the first holds 3 and 4 tokens, not 0 to 4)
+        labels = list(measured[0].labels)
     if ax is None:
         fig, ax = plt.subplots(figsize=(5.5, 3.5))
     else:
