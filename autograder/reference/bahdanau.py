@@ -10,7 +10,16 @@ every step i, instead of only at the final one (chapter 01's bottleneck):
 
 Luong, Pham and Manning (2015) proposed cheaper scores: ``dot`` s^T h_j and ``general``
 s^T W_a h_j. (Luong score the *current* decoder state h_t; here every score reads s_{i-1}
-as Bahdanau's does, so the three are interchangeable in one decoder.)
+as Bahdanau's does, so the three are interchangeable in one decoder.) They also proposed
+*local* attention; :func:`local_p_weights` and :class:`LocalPPosition` give its local-p
+form (their eq. 9-10), which scores only a window of 2D+1 source positions per step:
+
+    p_t = S_b sigmoid(v_p^T tanh(W_p s))                  (predicted position, S_b the
+                                                           real length of sequence b)
+    a_t(j) = align(s, h_j) exp(-(j - p_t)^2 / (2 sigma^2)),  sigma = D / 2,
+             for |j - p_t| <= D, and 0 outside the window and at padding,
+
+where align is the masked softmax of the scores over the real positions of the window.
 
 Shapes: B batch, S source length, T target length, V vocabulary, H_dec decoder state
 size, H_enc encoder state size, A attention size. Mask convention: ``src_mask[b, j]`` is
@@ -104,6 +113,60 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.softmax(scores, dim=-1).nan_to_num(0.0)  # (B, S); all -inf rows: 0/0 -> 0
 
 
+def local_p_weights(
+    scores: torch.Tensor,
+    mask: torch.Tensor,
+    p: torch.Tensor,
+    D: int,
+    positions: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Luong's local-p weights: a_j = align_j exp(-(j - p)^2 / (2 sigma^2)), sigma = D / 2.
+
+    scores: (B, S); mask: bool (B, S), True at real tokens; p: (B,) the predicted
+    positions p_t (float, differentiable); D: the half-width of the window, an int >= 1;
+    positions: (B, S) the source position of each column of ``scores`` when they are only
+    a window gathered from a longer source (default: 0, 1, ..., S - 1) -> weights (B, S).
+
+    align is the masked softmax of the scores over the real positions j inside the window
+    |j - p| <= D (Luong et al. 2015, eq. 10: a_t has 2D + 1 entries); it is then multiplied
+    by a Gaussian centred on p, so the weights no longer sum to one. Positions outside the
+    window and padding get exactly 0; a row with no real position in its window gives
+    zeros. With D >= S every position is in the window and the weights are the global ones
+    (:func:`masked_softmax`) times the Gaussian.
+    """
+    if positions is None:
+        positions = torch.arange(scores.size(-1), device=scores.device)[None, :]  # (1, S)
+    distance = positions - p[:, None]  # j - p_t  (B, S)
+    window = distance.abs() <= D  # the 2D + 1 positions (at most) around p_t
+    align = masked_softmax(scores, mask & window)  # softmax over the real window positions
+    sigma = D / 2
+    return align * torch.exp(-(distance**2) / (2 * sigma**2))  # (B, S)
+
+
+class LocalPPosition(nn.Module):
+    """Luong's predictive alignment: p_t = S_b sigmoid(v_p^T tanh(W_p s)) (eq. 9).
+
+    forward(s (B, H_dec), lengths (B,)) -> p (B,), a float in (0, S_b): S_b is the real
+    length of sequence b (its number of real tokens), not the padded length, so that a
+    short sequence in a padded batch can still point at its own last token.
+    """
+
+    def __init__(self, d_query: int, d_attn: int):
+        super().__init__()
+        self.W_p = nn.Linear(d_query, d_attn, bias=False)
+        self.v_p = nn.Linear(d_attn, 1, bias=False)
+
+    def forward(self, s: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        fraction = torch.sigmoid(self.v_p(torch.tanh(self.W_p(s)))).squeeze(-1)  # (B,)
+        return lengths.to(fraction.dtype) * fraction  # p_t  (B,)
+
+
+def gather_window(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """x (B, S, ...) at the positions index (B, W) of each sequence -> (B, W, ...)."""
+    shape = (*index.shape, *x.shape[2:])
+    return x.gather(1, index.reshape(*index.shape, *[1] * (x.dim() - 2)).expand(shape))
+
+
 def context(weights: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
     """c = sum_j alpha_j h_j. weights: (B, S), states: (B, S, H) -> (B, H)."""
     return (weights[:, :, None] * states).sum(dim=1)  # (B, S, 1) * (B, S, H) -> (B, H)
@@ -131,6 +194,11 @@ class AttentionDecoder(nn.Module):
     The previous state s_{i-1} scores every source position; the context c_i enters the
     GRU with the previous token, and the output layer reads [s_i; c_i] (a simplification
     of the paper's maxout output layer).
+
+    ``attention="local-p"`` replaces global attention with Luong's local-p attention of
+    half-width ``window`` = D: s_{i-1} predicts a position p (:class:`LocalPPosition`), and
+    only the 2D + 1 source positions around it are scored (all S when S <= 2D + 1), with
+    :func:`local_p_weights`. The weights returned are still (B, S), zero outside the window.
     """
 
     def __init__(
@@ -141,19 +209,50 @@ class AttentionDecoder(nn.Module):
         d_enc: int | None = None,
         d_attn: int | None = None,
         score: str = "additive",
+        attention: str = "global",
+        window: int = 4,
     ):
         super().__init__()
+        if attention not in ("global", "local-p"):
+            raise ValueError(f"unknown attention {attention!r}; choose 'global' or 'local-p'")
+        if attention == "local-p" and window < 1:
+            raise ValueError(f"the window's half-width D must be >= 1, got {window}")
         d_enc = d_hidden if d_enc is None else d_enc
         d_attn = d_hidden if d_attn is None else d_attn
+        self.attention, self.window = attention, window
         self.embedding = nn.Embedding(vocab_size, d_emb, padding_idx=0)
         self.score = make_score(score, d_hidden, d_enc, d_attn)
+        if attention == "local-p":
+            self.position = LocalPPosition(d_hidden, d_attn)
         self.cell = nn.GRUCell(d_emb + d_enc, d_hidden)
         self.out = nn.Linear(d_hidden + d_enc, vocab_size)
 
+    def attend_local_p(self, hidden, enc_states, src_mask, keys=None):
+        """Local-p weights (B, S) and context (B, H_enc), scoring only the window."""
+        B, S = src_mask.shape
+        D = self.window
+        p = self.position(hidden, src_mask.sum(dim=-1))  # p_t  (B,)
+        if 2 * D + 1 >= S:  # the window is as long as the source: score every position
+            alpha = local_p_weights(self.score(hidden, enc_states, keys), src_mask, p, D)
+            return alpha, context(alpha, enc_states)
+        # the 2D + 1 positions around round(p_t), shifted to stay inside the source; they
+        # hold every position j with |j - p_t| <= D
+        start = (p.detach().round().long() - D).clamp(0, S - 2 * D - 1)  # (B,)
+        index = start[:, None] + torch.arange(2 * D + 1, device=p.device)  # (B, 2D+1)
+        states = gather_window(enc_states, index)  # (B, 2D+1, H_enc)
+        window_keys = None if keys is None else gather_window(keys, index)  # (B, 2D+1, A)
+        e = self.score(hidden, states, window_keys)  # 2D + 1 scores per sequence
+        a = local_p_weights(e, gather_window(src_mask, index), p, D, positions=index)
+        alpha = torch.zeros_like(src_mask, dtype=a.dtype).scatter(1, index, a)  # (B, S)
+        return alpha, context(a, states)
+
     def step(self, prev_token, hidden, enc_states, src_mask, keys=None):
-        e = self.score(hidden, enc_states, keys)  # e_ij = a(s_{i-1}, h_j)  (B, S)
-        alpha = masked_softmax(e, src_mask)  # alpha_ij  (B, S)
-        c = context(alpha, enc_states)  # c_i = sum_j alpha_ij h_j  (B, H_enc)
+        if self.attention == "local-p":
+            alpha, c = self.attend_local_p(hidden, enc_states, src_mask, keys)
+        else:
+            e = self.score(hidden, enc_states, keys)  # e_ij = a(s_{i-1}, h_j)  (B, S)
+            alpha = masked_softmax(e, src_mask)  # alpha_ij  (B, S)
+            c = context(alpha, enc_states)  # c_i = sum_j alpha_ij h_j  (B, H_enc)
         y = self.embedding(prev_token)  # (B, E)
         # s_i = GRU([E y_{i-1}; c_i], s_{i-1})
         hidden = self.cell(torch.cat([y, c], dim=-1), hidden)  # (B, H_dec)
