@@ -72,6 +72,15 @@ MISTAKES = [
         "test_attention_masked",
     ),
     mistake(
+        "masked-with-minus-1e9",
+        "scaled_dot_product_attention",
+        "the scores are masked with -1e9 instead of -inf, so a query with no allowed key gets "
+        "uniform weights instead of zeros",
+        'scores.masked_fill(~mask, float("-inf"))',
+        "scores.masked_fill(~mask, -1e9)",
+        "test_attention_masked",
+    ),
+    mistake(
         "padding-off-by-one",
         "padding_mask",
         "the mask is also True at position length: <= instead of <",
@@ -102,5 +111,82 @@ MISTAKES = [
         "scaled_dot_product_attention(Q, K, V, mask)",
         "scaled_dot_product_attention(Q, K, V)",
         "test_self_attention",
+    ),
+    mistake(
+        "cross-attention-keys-from-x",
+        "cross_attention",
+        "the keys and values come from x instead of memory, so this is self-attention on x",
+        "K, V = self.W_k(memory), self.W_v(memory)",
+        "K, V = self.W_k(x), self.W_v(x)",
+        "test_cross_attention",
+    ),
+    mistake(
+        "cross-attention-queries-from-memory",
+        "cross_attention",
+        "the roles are swapped: the queries come from memory and the keys and values from x",
+        (
+            "        Q = self.W_q(x)  # (B, T_q, d_k)\n"
+            "        K, V = self.W_k(memory), self.W_v(memory)"
+        ),
+        "        Q = self.W_q(memory)\n        K, V = self.W_k(x), self.W_v(x)",
+        "test_cross_attention",
+    ),
+    mistake(
+        "cross-attention-drops-mask",
+        "cross_attention",
+        "the mask is not passed on to scaled_dot_product_attention",
+        "scaled_dot_product_attention(Q, K, V, mask)",
+        "scaled_dot_product_attention(Q, K, V)",
+        "test_cross_attention",
+    ),
+    mistake(
+        "variance-sqrt-dk",
+        "dot_product_variance",
+        "the variance of q.k is sqrt(d_k), which is its standard deviation",
+        "variance = d_k * var_q * var_k",
+        "variance = math.sqrt(d_k) * var_q * var_k",
+        "test_dot_product_variance",
+    ),
+    mistake(
+        "variance-ignores-entry-variances",
+        "dot_product_variance",
+        "the variance of q.k is d_k whatever the variances of the entries of q and k",
+        "variance = d_k * var_q * var_k",
+        "variance = d_k",
+        "test_dot_product_variance",
+    ),
+    mistake(
+        "scale-divides-by-variance",
+        "dot_product_variance",
+        "the scale is 1 / variance instead of 1 / sqrt(variance): it shrinks the variance to "
+        "1 / Var(q.k)",
+        "scale = 1 / math.sqrt(dot_product_variance(d_k, var_q, var_k))",
+        "scale = 1 / dot_product_variance(d_k, var_q, var_k)",
+        "test_dot_product_variance",
+    ),
+    mistake(
+        "scale-ignores-entry-variances",
+        "dot_product_variance",
+        "the scale is 1 / sqrt(d_k) whatever the variances of the entries, which holds only "
+        "when var_q * var_k = 1",
+        "scale = 1 / math.sqrt(dot_product_variance(d_k, var_q, var_k))",
+        "scale = 1 / math.sqrt(d_k)",
+        "test_dot_product_variance",
+    ),
+    mistake(
+        "parameters-with-biases",
+        "self_attention_parameters",
+        "the count includes a bias per projection, which the layer does not have",
+        "count = d_model * (2 * d_k + d_v)",
+        "count = (d_model + 1) * (2 * d_k + d_v)",
+        "test_self_attention_parameters",
+    ),
+    mistake(
+        "parameters-three-dk",
+        "self_attention_parameters",
+        "the count is 3 d_model d_k: W_v is counted as d_model x d_k instead of d_model x d_v",
+        "count = d_model * (2 * d_k + d_v)",
+        "count = 3 * d_model * d_k",
+        "test_self_attention_parameters",
     ),
 ]
