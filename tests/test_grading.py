@@ -154,3 +154,17 @@ def test_each_mistake_loses_points_on_its_own_exercise_only(graded, index):
 def test_submissions_are_valid_notebooks(root):
     for chapter in MUTANTS:
         nbformat.validate(solved_notebook(root, chapter))
+
+
+def test_the_class_report_counts_each_mistake(graded):
+    """The instructor's report: every catalogued mistake counted once, for its submission."""
+    import csv
+
+    chapter, _, out = graded
+    with open(out / "report" / "mistakes.csv", encoding="utf-8") as f:
+        rows = {r["mistake"]: r for r in csv.DictReader(f) if r["chapter"] == chapter}
+    for m in MUTANTS[chapter]:
+        assert m.name in rows, f"the report does not count {m.name}"
+        assert rows[m.name]["students"].split() == [f"mutant-{m.name}"], rows[m.name]
+        assert rows[m.name]["says"] == m.says
+    assert (out / "report" / "index.html").is_file()
