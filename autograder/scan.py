@@ -1,0 +1,311 @@
+"""Read a submission before it runs: what in its solution cells needs an instructor's eye.
+
+The tests run in the same kernel as the student's code, so code can pass them without
+solving the exercise. The cheap ways are visible in the source, and this scan marks a
+submission *flagged for review* when a solution cell
+
+- uses the course's reference implementations (``autograder``): the answer key;
+- calls the very PyTorch operator its exercise asks the student to write
+  (``F.scaled_dot_product_attention`` in chapter 04's attention, ``F.glu`` in chapter 03's
+  gate, ``F.affine_grid`` and ``F.grid_sample`` in chapter 07, ``nn.MultiheadAttention``,
+  ``nn.TransformerEncoderLayer``, ...);
+- redefines what the tests rely on: ``torch.allclose``, ``torch.testing.assert_close``,
+  ``torch.equal``, ``torch.Tensor.__eq__`` or any attribute of ``torch``, the course's
+  checks (``check_close``, ``diagnose``, ...), ``print`` or ``builtins``, ``sys.excepthook``,
+  an IPython exception handler (``set_custom_exc``), or reaches them through ``setattr``,
+  ``globals()`` or ``__builtins__``;
+- writes files or removes them (``open(..., "w")``, ``Path.write_text``, ``os.remove``,
+  ``shutil.rmtree``, ...).
+
+A flag is a reason to look, not a verdict: the grader withholds the points of a flagged
+exercise until the instructor accepts it (see the instructor guide). What the scan cannot
+see (code built from strings and ``exec``, obfuscated imports) it flags as such: a
+solution cell has no reason to call ``exec``, ``eval``, ``compile`` or ``__import__``.
+"""
+
+import ast
+from dataclasses import dataclass
+
+# The operator an exercise replaces, by chapter and solution cell (grade id). Matched on
+# the last one or two names of a dotted call or import: ``F.glu``, ``torch.nn.functional.glu``
+# and ``from torch.nn.functional import glu`` are all ``functional.glu`` or ``F.glu``.
+FORBIDDEN: dict[str, dict[str, tuple[str, ...]]] = {
+    "03_convs2s": {
+        "glu": ("functional.glu", "F.glu", "nn.GLU"),
+        "causal_conv": (),
+        "multi_step_attention": ("functional.scaled_dot_product_attention",),
+    },
+    "04_dot_product_attention": {
+        "scaled_dot_product_attention": (
+            "functional.scaled_dot_product_attention",
+            "F.scaled_dot_product_attention",
+            "nn.MultiheadAttention",
+        ),
+        "self_attention": ("nn.MultiheadAttention",),
+    },
+    "05_multi_head_attention": {
+        "multi_head_attention": (
+            "nn.MultiheadAttention",
+            "functional.multi_head_attention_forward",
+        ),
+        "blocked_attention": ("functional.scaled_dot_product_attention",),
+    },
+    "06_transformer": {
+        "encoder_layer": ("nn.TransformerEncoderLayer", "nn.TransformerEncoder"),
+        "decoder_layer": ("nn.TransformerDecoderLayer", "nn.TransformerDecoder"),
+        "transformer": ("nn.Transformer",),
+    },
+    "07_spatial_transformer": {
+        "affine_grid": ("functional.affine_grid", "F.affine_grid"),
+        "bilinear_sample": ("functional.grid_sample", "F.grid_sample"),
+        "spatial_transformer": ("functional.affine_grid", "F.affine_grid", "F.grid_sample"),
+    },
+}
+
+# Names the tests call: a solution cell that binds one of them changes the tests.
+TEST_NAMES = frozenset(
+    {
+        "check_tensor",
+        "check_shape",
+        "check_dtype",
+        "check_close",
+        "check_rows_sum_to_one",
+        "check_masked_out",
+        "check_allocates_less_than",
+        "largest_allocation",
+        "diagnose",
+        "diagnosis_for",
+        "reference_for",
+        "print",
+        "torch",
+        "F",
+        "nn",
+        "math",
+        "AssertionError",
+        "isinstance",
+        "len",
+        "abs",
+        "all",
+        "any",
+    }
+)
+MODULES_OF_TESTS = frozenset({"torch", "builtins", "sys", "math", "F", "nn", "np", "numpy"})
+HIDDEN_ACCESS = frozenset({"exec", "eval", "compile", "__import__", "globals", "setattr"})
+FILE_WRITES = frozenset(
+    {
+        "write_text",
+        "write_bytes",
+        "unlink",
+        "rmdir",
+        "remove",
+        "rmtree",
+        "rename",
+        "replace",
+        "makedirs",
+        "mkdir",
+        "touch",
+        "system",
+        "Popen",
+        "run",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Flag:
+    cell: str  # grade id of the solution cell
+    line: int  # line in the cell, from 1
+    rule: str  # "reference", "operator", "redefines", "files", "hidden"
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.cell}, line {self.line}: {self.message}"
+
+
+def _dotted(node: ast.AST) -> str:
+    """``torch.nn.functional.glu`` for the expression ``torch.nn.functional.glu``."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    elif isinstance(node, ast.Call):
+        parts.append(_dotted(node.func) + "()")
+    return ".".join(reversed(parts))
+
+
+def _matches(dotted: str, pattern: str) -> bool:
+    return dotted == pattern or dotted.endswith("." + pattern)
+
+
+class _Scanner(ast.NodeVisitor):
+    def __init__(self, cell: str, forbidden: tuple[str, ...], aliases: dict[str, str]):
+        self.cell, self.forbidden = cell, forbidden
+        self.flags: list[Flag] = []
+        self.aliases = aliases  # name bound by an import -> dotted origin, across cells
+
+    def flag(self, node: ast.AST, rule: str, message: str) -> None:
+        self.flags.append(Flag(self.cell, getattr(node, "lineno", 0), rule, message))
+
+    def _origin(self, dotted: str) -> str:
+        head, _, rest = dotted.partition(".")
+        base = self.aliases.get(head, head)
+        return f"{base}.{rest}" if rest else base
+
+    # imports ---------------------------------------------------------------------------
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self.aliases[alias.asname or alias.name.split(".")[0]] = alias.name
+            self._check_module(node, alias.name)
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        self._check_module(node, module)
+        for alias in node.names:
+            full = f"{module}.{alias.name}"
+            self.aliases[alias.asname or alias.name] = full
+            self._check_operator(node, full)
+        self.generic_visit(node)
+
+    def _check_module(self, node: ast.AST, module: str) -> None:
+        if module == "autograder" or module.startswith("autograder."):
+            self.flag(node, "reference", f"imports {module}: the course's reference code")
+
+    def _check_operator(self, node: ast.AST, dotted: str) -> None:
+        dotted = dotted.replace("torch.nn.functional", "functional").replace("torch.nn", "nn")
+        for pattern in self.forbidden:
+            if _matches(dotted, pattern):
+                self.flag(
+                    node,
+                    "operator",
+                    f"uses {pattern.replace('functional.', 'F.')}, the operator this exercise "
+                    "asks you to write",
+                )
+                return
+
+    # uses ------------------------------------------------------------------------------
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        dotted = self._origin(_dotted(node))
+        if dotted.startswith("autograder"):
+            self.flag(node, "reference", f"uses {dotted}: the course's reference code")
+        self._check_operator(node, dotted)
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load) and node.id in self.aliases:
+            origin = self.aliases[node.id]
+            if "." in origin:
+                self._check_operator(node, origin)
+        if node.id == "__builtins__":
+            self.flag(node, "redefines", "reaches __builtins__")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = _dotted(node.func)
+        last = name.rsplit(".", 1)[-1]
+        if name == "getattr" and len(node.args) > 1:
+            attr = node.args[1]
+            if isinstance(attr, ast.Constant) and isinstance(attr.value, str):
+                self._check_operator(node, f"{self._origin(_dotted(node.args[0]))}.{attr.value}")
+            else:
+                self.flag(node, "hidden", "calls getattr with a computed name")
+        if name in HIDDEN_ACCESS:
+            self.flag(node, "hidden", f"calls {name}(): code the scan cannot read")
+        if last == "set_custom_exc" or name.endswith("excepthook"):
+            self.flag(node, "redefines", f"calls {name}: installs an exception handler")
+        if name == "open" and _opens_for_writing(node):
+            self.flag(node, "files", "opens a file for writing")
+        elif last in FILE_WRITES and name.split(".")[0] in {"os", "shutil", "subprocess", "Path"}:
+            self.flag(node, "files", f"calls {name}: changes files")
+        elif last in {"write_text", "write_bytes", "unlink", "rmtree"}:
+            self.flag(node, "files", f"calls {name}: changes files")
+        self.generic_visit(node)
+
+    # bindings --------------------------------------------------------------------------
+    def _check_target(self, target: ast.AST) -> None:
+        if isinstance(target, ast.Name) and target.id in TEST_NAMES:
+            self.flag(target, "redefines", f"rebinds {target.id}, which the tests use")
+        elif isinstance(target, ast.Attribute):
+            dotted = self._origin(_dotted(target))
+            if dotted.split(".")[0] in MODULES_OF_TESTS or dotted.startswith("sys."):
+                self.flag(target, "redefines", f"assigns {dotted}, which the tests rely on")
+        elif isinstance(target, ast.Subscript):
+            base = _dotted(target.value)
+            if base in {"globals()", "__builtins__", "sys.modules", "vars()"}:
+                self.flag(target, "redefines", f"writes into {base}")
+        elif isinstance(target, ast.Tuple | ast.List):
+            for t in target.elts:
+                self._check_target(t)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._check_target(target)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_target(node.target)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._check_target(node.target)
+        self.generic_visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        if node.name in TEST_NAMES:
+            self.flag(node, "redefines", f"defines {node.name}, which the tests use")
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if node.name in TEST_NAMES:
+            self.flag(node, "redefines", f"defines {node.name}, which the tests use")
+        self.generic_visit(node)
+
+    def visit_Global(self, node: ast.Global) -> None:
+        for name in node.names:
+            if name in TEST_NAMES:
+                self.flag(node, "redefines", f"declares {name} global, which the tests use")
+        self.generic_visit(node)
+
+
+def _opens_for_writing(node: ast.Call) -> bool:
+    mode = node.args[1] if len(node.args) > 1 else None
+    for kw in node.keywords:
+        if kw.arg == "mode":
+            mode = kw.value
+    if mode is None:
+        return False
+    if isinstance(mode, ast.Constant) and isinstance(mode.value, str):
+        return any(c in mode.value for c in "wax+")
+    return True  # a mode the scan cannot read
+
+
+def scan_cell(
+    chapter: str, cell: str, source: str, aliases: dict[str, str] | None = None
+) -> list[Flag]:
+    """The flags of one solution cell (``cell`` is its grade id); ``aliases`` carries the
+    names that earlier cells imported."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []  # it fails its tests; nothing to review
+    scanner = _Scanner(
+        cell, FORBIDDEN.get(chapter, {}).get(cell, ()), aliases if aliases is not None else {}
+    )
+    scanner.visit(tree)
+    unique = {(f.line, f.rule, f.message): f for f in scanner.flags}
+    return sorted(unique.values(), key=lambda f: (f.line, f.rule))
+
+
+def scan_notebook(nb, chapter: str) -> list[Flag]:
+    """The flags of every solution cell of a submitted notebook (an nbformat notebook)."""
+    flags: list[Flag] = []
+    aliases: dict[str, str] = {}
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.get("cell_type") == "code" and meta.get("solution"):
+            flags += scan_cell(chapter, meta.get("grade_id", "?"), cell.source, aliases)
+    return flags

@@ -1,0 +1,127 @@
+"""The static scan of submissions: the solutions pass it, and each cheap way around the
+tests is flagged in the cell that does it (issue 11, hostile submissions)."""
+
+import pytest
+
+from autograder.chapters import ALL_CHAPTERS
+from autograder.scan import scan_cell, scan_notebook
+from autograder.submissions import solved_notebook
+
+CH04 = "04_dot_product_attention"
+SDPA = "scaled_dot_product_attention"
+
+
+@pytest.mark.parametrize("chapter", ALL_CHAPTERS)
+def test_the_solutions_are_not_flagged(root, chapter):
+    assert scan_notebook(solved_notebook(root, chapter), chapter) == []
+
+
+def rules(source, chapter=CH04, cell=SDPA) -> list[str]:
+    return [f.rule for f in scan_cell(chapter, cell, source)]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from autograder.reference.attention import scaled_dot_product_attention",
+        "import autograder.reference.attention as a\nout = a.scaled_dot_product_attention(Q, K, V)",
+        "from autograder import reference\nreference.attention.scaled_dot_product_attention",
+    ],
+)
+def test_the_reference_implementations_are_flagged(source):
+    assert "reference" in rules(source)
+
+
+@pytest.mark.parametrize(
+    "chapter, cell, source",
+    [
+        (CH04, SDPA, "return F.scaled_dot_product_attention(Q, K, V), None"),
+        (CH04, SDPA, "out = torch.nn.functional.scaled_dot_product_attention(Q, K, V)"),
+        (
+            CH04,
+            SDPA,
+            "from torch.nn.functional import scaled_dot_product_attention as s\ns(Q, K, V)",
+        ),
+        (CH04, SDPA, "f = getattr(F, 'scaled_dot_product_attention')"),
+        (CH04, SDPA, "layer = nn.MultiheadAttention(8, 1)"),
+        ("03_convs2s", "glu", "return F.glu(x, dim)"),
+        ("03_convs2s", "glu", "import torch.nn.functional as G\nG.glu(x)"),
+        (
+            "05_multi_head_attention",
+            "multi_head_attention",
+            "self.mha = nn.MultiheadAttention(d, h)",
+        ),
+        ("06_transformer", "encoder_layer", "self.layer = nn.TransformerEncoderLayer(d, h)"),
+        ("07_spatial_transformer", "affine_grid", "return F.affine_grid(theta, size)"),
+        ("07_spatial_transformer", "bilinear_sample", "return F.grid_sample(U, grid)"),
+    ],
+)
+def test_the_operator_an_exercise_replaces_is_flagged(chapter, cell, source):
+    assert "operator" in rules(source, chapter, cell)
+
+
+def test_an_operator_is_allowed_where_the_exercise_does_not_replace_it():
+    # chapter 05's exercises may call chapter 04's attention, and F.softmax is everywhere
+    assert rules("weights = F.softmax(scores, dim=-1)") == []
+    assert rules("return F.glu(x)", CH04, SDPA) == []
+
+
+def test_an_alias_imported_in_an_earlier_cell_is_followed():
+    chapter, aliases = "07_spatial_transformer", {}
+    first = "from torch.nn.functional import grid_sample as gs\n"
+    assert scan_cell(chapter, "affine_grid", first, aliases) == []  # allowed there
+    flags = scan_cell(chapter, "bilinear_sample", "return gs(U, grid)", aliases)
+    assert [f.rule for f in flags] == ["operator"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "torch.allclose = lambda *a, **k: True",
+        "torch.testing.assert_close = lambda *a, **k: None",
+        "torch.equal = lambda a, b: True",
+        "torch.Tensor.__eq__ = lambda a, b: True",
+        "def check_close(*args, **kwargs):\n    pass",
+        "check_shape = print",
+        "def print(*args):\n    pass",
+        "import builtins\nbuiltins.print = lambda *a: None",
+        "import sys\nsys.excepthook = lambda *a: None",
+        "get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)",
+        "globals()['check_close'] = lambda *a, **k: None",
+        "__builtins__.print = None",
+        "def diagnose(*names):\n    pass",
+    ],
+)
+def test_redefining_what_the_tests_use_is_flagged(source):
+    assert "redefines" in rules(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "open('answers.txt', 'w').write('x')",
+        "from pathlib import Path\nPath('x.py').write_text('')",
+        "import os\nos.remove('../gradebook.db')",
+        "import shutil\nshutil.rmtree('/course')",
+    ],
+)
+def test_writing_files_is_flagged(source):
+    assert "files" in rules(source)
+
+
+@pytest.mark.parametrize(
+    "source", ["exec('x = 1')", "eval('1')", "__import__('autograder')", "setattr(torch, 'x', 1)"]
+)
+def test_code_the_scan_cannot_read_is_flagged(source):
+    assert "hidden" in rules(source)
+
+
+def test_reading_a_file_and_a_syntax_error_are_not_flagged():
+    assert rules("text = open('data.txt').read()") == []
+    assert rules("def f(:\n    pass") == []
+
+
+def test_a_flag_says_where_and_why():
+    (flag,) = scan_cell(CH04, SDPA, "x = 1\nreturn F.scaled_dot_product_attention(Q, K, V)")
+    assert flag.line == 2 and flag.cell == SDPA
+    assert "F.scaled_dot_product_attention" in str(flag) and "line 2" in str(flag)
