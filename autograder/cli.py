@@ -1,4 +1,7 @@
-"""Command line: ``python -m autograder {release,check,grade,report} ...``."""
+"""Command line: ``python -m autograder {release,check,collect,grade,report} ...``.
+
+Every path argument may be relative (to the working directory, which may be the course's
+top folder or any folder below it) or absolute."""
 
 import argparse
 import sys
@@ -33,9 +36,41 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("release", help="regenerate notebooks/ from solutions/")
     p.add_argument("chapters", nargs="*", help="chapter ids (default: all)")
     sub.add_parser("check", help="fail when notebooks/ drifted from solutions/ or leaks solutions")
+    p = sub.add_parser(
+        "collect",
+        help="import an LMS's export (a folder or .zip of notebooks) into "
+        "SUBMISSIONS/<student>/<chapter>/<chapter>.ipynb",
+    )
+    p.add_argument("inbox", type=Path, help="a folder (searched with the zips in it) or a .zip")
+    p.add_argument("--chapter", required=True, help="the chapter these notebooks answer")
+    p.add_argument("--out", type=Path, required=True, help="the SUBMISSIONS folder to fill")
+    p.add_argument(
+        "--pattern",
+        default=None,
+        metavar="REGEX",
+        help="find the student id with this regular expression, which has a named group "
+        "(?P<student>...), searched in each file's path relative to INBOX (default: Moodle, "
+        "Canvas, Blackboard names, then <studentid>.ipynb or <studentid>_<anything>.ipynb)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a student's notebook already in SUBMISSIONS that differs",
+    )
     p = sub.add_parser("grade", help="grade SUBMISSIONS/<student>/<chapter>/<chapter>.ipynb")
     p.add_argument("submissions", type=Path)
-    p.add_argument("--out", type=Path, required=True, help="folder for grades.csv and feedback/")
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="folder for grades.csv, feedback/ and the gradebook; grading into it again "
+        "keeps what is there",
+    )
+    p.add_argument(
+        "--regrade",
+        action="store_true",
+        help="grade again the submissions already graded in OUT and unchanged since",
+    )
     p.add_argument(
         "--chapter", action="append", dest="chapters", help="grade only this chapter (repeatable)"
     )
@@ -60,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "report":
             return _report(args)
+        if args.command == "collect":
+            return _collect(args)
         root = find_root(args.course_dir)
         if args.command == "release":
             from autograder.release import release
@@ -77,16 +114,28 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             print("notebooks/ is in sync with solutions/ and holds no solution or hidden test")
             return 0
-        from autograder.grade import grade
+        from autograder.grade import CELLS_CSV, GRADES_CSV, grade
 
-        report = grade(root, args.submissions, args.out, args.chapters, workers=args.workers)
+        report = grade(
+            root,
+            args.submissions,
+            args.out,
+            args.chapters,
+            workers=args.workers,
+            regrade=args.regrade,
+        )
         for (student, chapter), (points, max_points) in sorted(report.totals().items()):
             print(f"{student:20s} {chapter:28s} {points:g} / {max_points:g}")
         for problem in report.problems:
             print(f"warning: {problem}", file=sys.stderr)
         print(
-            f"wrote {args.out / 'grades.csv'} and {args.out / 'feedback'}/ in "
-            f"{report.seconds:.0f} s ({report.workers} worker{'s' if report.workers > 1 else ''})"
+            f"graded {report.graded} submission{'s' if report.graded != 1 else ''}"
+            f" ({report.up_to_date} already graded and unchanged) in {report.seconds:.0f} s "
+            f"({report.workers} worker{'s' if report.workers > 1 else ''})"
+        )
+        print(
+            f"wrote {args.out / GRADES_CSV} (a column per chapter), {args.out / CELLS_CSV} "
+            f"(a row per graded cell) and {args.out / 'feedback'}/"
         )
         print(f"class report: {args.out / 'report' / 'index.html'} (and CSV beside it)")
         return 0
@@ -117,4 +166,21 @@ def _report(args) -> int:
     for problem in report.problems:
         print(f"warning: {problem}", file=sys.stderr)
     print(f"wrote {report.html} and summary.csv, scores.csv, mistakes.csv beside it")
+    return 0
+
+
+def _collect(args) -> int:
+    """``collect INBOX --chapter CH --out SUBMISSIONS``: needs no course folder."""
+    from autograder.collect import collect
+
+    report = collect(args.inbox, args.chapter, args.out, args.pattern, args.force)
+    for student, where in report.placed:
+        print(f"placed {student:20s} <- {where}")
+    for problem in report.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    print(
+        f"placed {len(report.placed)} notebook{'s' if len(report.placed) != 1 else ''} in "
+        f"{args.out}/<student>/{args.chapter}/ ({len(report.unchanged)} already there and "
+        f"unchanged, {len(report.problems)} warning{'s' if len(report.problems) != 1 else ''})"
+    )
     return 0

@@ -6,13 +6,26 @@ Input, nbgrader's submitted layout::
 
 Output::
 
-    OUT/grades.csv                         one row per student, chapter and graded cell
+    OUT/grades.csv                         a row per student, a column per chapter, the total
+    OUT/grades_by_cell.csv                 one row per student, chapter and graded cell
     OUT/feedback/<student>/<chapter>.html  what the student gets back (no hidden tests)
     OUT/gradebook.db                       nbgrader's gradebook: holds the hidden tests, keep it private
+    OUT/graded.json                        what each graded submission was (content hashes), and its status
+    OUT/backups/gradebook-<UTC time>.db    the gradebook as it was before each run
     OUT/nbgrader/                          nbgrader's working folders (submitted, autograded, feedback)
 
 One bad submission never stops the batch: an unreadable notebook, a missing one or one
 whose kernel dies gets zero points on every cell, with the reason in the ``status`` column.
+
+Nothing is lost by grading again into the same ``OUT``: the gradebook and the working
+folders stay (manual grades and comments included), the gradebook is copied to
+``OUT/backups/`` first, and a submission whose notebook and chapter are the same as when it
+was last graded (same SHA-256 of the submitted file and of the solution notebook, recorded
+in ``OUT/graded.json`` as each job finishes) and whose autograded notebook is still there is
+not graded again unless ``regrade=True``. So an interrupted run started again grades only
+what was left, and a run over another chapter or other students adds to what is there. The
+CSV files are written from everything recorded in ``OUT``, not only this run's jobs; a
+chapter missing from this run's submissions never replaces a result recorded earlier.
 
 With ``workers > 1`` the submissions are graded in parallel, one (student, chapter) job per
 worker process (``spawn`` start method), each kernel on one thread so that a score does not
@@ -22,18 +35,21 @@ finish in.
 """
 
 import csv
+import hashlib
 import json
 import multiprocessing
 import os
 import random
 import re
 import shutil
+import sqlite3
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import nbformat
@@ -44,6 +60,14 @@ from autograder.nbgrader_settings import COURSE_ID, course_config
 from autograder.release import nbgrader_api, validate_solution_notebook
 
 CSV_COLUMNS = ("student", "chapter", "cell", "points", "max_points", "status")
+
+# File names in OUT. Readers of the per-cell scores use CELLS_CSV (``read_csv`` also accepts
+# the path of the wide GRADES_CSV and reads CELLS_CSV beside it).
+GRADES_CSV = "grades.csv"  # wide: a row per student, a column per chapter, the total
+CELLS_CSV = "grades_by_cell.csv"  # long: CSV_COLUMNS, one row per student, chapter, cell
+LEDGER = "graded.json"
+BACKUPS = "backups"
+GRADED = "graded"  # the status of a graded submission
 
 # Set in every worker process when grading in parallel, before any kernel starts; kernels
 # inherit them, so each runs its numerical libraries (torch included) on one thread.
@@ -86,6 +110,8 @@ class GradeReport:
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
     workers: int = 1
+    graded: int = 0  # submissions graded by this run
+    up_to_date: int = 0  # submissions skipped: graded by an earlier run, unchanged since
 
     def totals(self) -> dict[tuple[str, str], tuple[float, float]]:
         """(student, chapter) -> (points, max points)."""
@@ -181,10 +207,14 @@ def grade(
     chapters: list[str] | None = None,
     log=print,
     workers: int | None = None,
+    regrade: bool = False,
 ) -> GradeReport:
-    """Grade every submission under ``submissions``; write ``out/grades.csv`` and feedback.
+    """Grade every submission under ``submissions`` into ``out``; write the CSV files and
+    feedback.
 
     ``workers`` processes grade at once (default: one per core); 1 grades in this process.
+    Submissions already graded into ``out`` and unchanged since are skipped unless
+    ``regrade``.
     """
     start = time.perf_counter()
     if workers is None:
@@ -205,30 +235,72 @@ def grade(
     report = GradeReport(problems=problems, workers=workers)
     out.mkdir(parents=True, exist_ok=True)
     work = out / "nbgrader"
-    if work.exists():
-        shutil.rmtree(work)
     db = out / "gradebook.db"
-    db.unlink(missing_ok=True)
+    ledger = _Ledger(out / LEDGER)
+    if ledger.problem:
+        report.problems.append(ledger.problem)
+    if db.exists():
+        backup = backup_gradebook(out)
+        log(f"backed up the gradebook to {backup}")
+    else:
+        ledger.forget()  # the scores it recorded are gone with the gradebook
+    shutil.rmtree(work / ".running", ignore_errors=True)  # left by an interrupted run
     api = nbgrader_api(grading_config(work, db))
 
     wanted = sorted({ch for chs in found.values() for ch in chs}, key=ALL_CHAPTERS.index)
+    solution_hashes = {}
     for chapter in wanted:
-        validate_solution_notebook(solution_path(root, chapter))
+        solution = solution_path(root, chapter)
+        validate_solution_notebook(solution)
+        solution_hashes[chapter] = file_hash(solution)
+        released = work / "release" / chapter / f"{chapter}.ipynb"
+        if ledger.chapters.get(chapter) == solution_hashes[chapter] and released.is_file():
+            continue  # prepared by an earlier run from the same solution notebook
+        shutil.rmtree(work / "source" / chapter, ignore_errors=True)
         shutil.copytree(root / "solutions" / chapter, work / "source" / chapter)
         result = api.generate_assignment(chapter, force=True, create=True)
         if not result["success"]:
-            raise CourseError(f"could not prepare {chapter} for grading:\n{result.get('error')}")
+            raise CourseError(
+                f"could not prepare {chapter} for grading in {out}:\n{result.get('error')}\n"
+                "(when the chapter's graded cells changed since it was graded there, "
+                "grade into a new --out folder)"
+            )
+        ledger.chapters[chapter] = solution_hashes[chapter]
+        ledger.save()
 
     reasons: dict[tuple[str, str], str | None] = {}
     jobs = []
+    up_to_date = 0
     for student, chapter_paths in sorted(found.items()):
         for chapter in wanted:
             path = chapter_paths.get(chapter)
             reason = read_submission(path) if path else f"missing: no {chapter}/ folder"
-            if reason is None:
-                jobs.append(Job(student, chapter, str(path), str(work), str(out)))
-            else:
-                reasons[(student, chapter)] = reason
+            if reason is not None:
+                if not (reason.startswith("missing") and ledger.get(student, chapter)):
+                    reasons[(student, chapter)] = reason
+                    ledger.record(student, chapter, None, solution_hashes[chapter], reason)
+                continue
+            digest = file_hash(path)
+            autograded = work / "autograded" / student / chapter / f"{chapter}.ipynb"
+            entry = ledger.get(student, chapter) or {}
+            if (
+                not regrade
+                and entry.get("status") == GRADED
+                and entry.get("sha256") == digest
+                and entry.get("solution") == solution_hashes[chapter]
+                and autograded.is_file()
+            ):
+                up_to_date += 1
+                reasons[(student, chapter)] = None
+                continue
+            jobs.append(Job(student, chapter, str(path), str(work), str(out)))
+            ledger.pending[(student, chapter)] = digest
+    ledger.save()
+    if up_to_date:
+        log(
+            f"{up_to_date} submission{'s' if up_to_date != 1 else ''} already graded in {out} "
+            "and unchanged since: not graded again (--regrade grades them again)"
+        )
     # Students exist before the jobs start: two workers grading one student's chapters
     # would otherwise both try to create the student in the gradebook.
     _create_students(db, sorted({job.student for job in jobs}))
@@ -239,6 +311,11 @@ def grade(
         nonlocal done
         done += 1
         reasons[(job.student, job.chapter)] = reason
+        digest = ledger.pending.pop((job.student, job.chapter))
+        ledger.record(
+            job.student, job.chapter, digest, solution_hashes[job.chapter], reason or GRADED
+        )
+        ledger.save()  # as each job finishes: a run started again skips what is done
         outcome = "graded" if reason is None else "failed"
         line = f"{outcome} {job.student} / {job.chapter} ({done} of {len(jobs)}, {seconds:.1f} s)"
         log(line if reason is None else f"{line}: {reason}")
@@ -251,27 +328,110 @@ def grade(
         _run_in_pools(jobs, workers, (str(work), str(db)), finish)
     shutil.rmtree(work / ".running", ignore_errors=True)
 
-    for student in sorted(found):
-        for chapter in wanted:
-            cells = graded_cells(root, chapter)
-            reason = reasons[(student, chapter)]
-            scores = {} if reason else _scores(db, student, chapter)
-            for cell, max_points in cells:
-                points = scores.get(cell)
-                status = reason or (
-                    "graded" if points is not None else "not graded: no score recorded"
-                )
-                report.rows.append(
-                    GradeRow(student, chapter, cell, points or 0.0, max_points, status)
-                )
-            if reason:
-                report.problems.append(f"{student} / {chapter}: {reason}")
-    write_csv(report.rows, out / "grades.csv")
+    for student, chapter in sorted(reasons):
+        if reasons[(student, chapter)]:
+            report.problems.append(f"{student} / {chapter}: {reasons[(student, chapter)]}")
+    report.rows = _all_rows(root, db, ledger)
+    report.graded = len(jobs)
+    report.up_to_date = up_to_date
+    write_csv(report.rows, out / CELLS_CSV)
+    write_wide_csv(report.rows, out / GRADES_CSV)
     from autograder.report import write_report  # imported here: it reads grade's CSV
 
     write_report(out, root)  # OUT/report/: the class's scores and known mistakes
     report.seconds = time.perf_counter() - start
     return report
+
+
+def file_hash(path: Path) -> str:
+    """SHA-256 of a file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def backup_gradebook(out: Path) -> Path:
+    """Copy ``out/gradebook.db`` to ``out/backups/gradebook-<UTC time>.db``; its path."""
+    folder = Path(out) / BACKUPS
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    target = folder / f"gradebook-{stamp}.db"
+    n = 1
+    while target.exists():  # two runs within a second
+        target = folder / f"gradebook-{stamp}-{n}.db"
+        n += 1
+    # SQLite's own backup: a consistent copy even if the file is open elsewhere
+    source = sqlite3.connect(Path(out) / "gradebook.db")
+    try:
+        copy = sqlite3.connect(target)
+        with copy:
+            source.backup(copy)
+        copy.close()
+    finally:
+        source.close()
+    return target
+
+
+class _Ledger:
+    """``OUT/graded.json``: for every (student, chapter) graded into OUT, the SHA-256 of the
+    submitted notebook and of the solution notebook it was graded against, and its status
+    (``graded`` or the reason it was not); and the solution each chapter was prepared from."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.chapters: dict[str, str] = {}
+        self.submissions: dict[str, dict[str, dict]] = {}
+        self.pending: dict[tuple[str, str], str] = {}  # jobs of this run: their hash
+        self.problem = None
+        if self.path.is_file():
+            try:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+                self.chapters = dict(data.get("chapters", {}))
+                self.submissions = dict(data.get("submissions", {}))
+            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, TypeError):
+                self.problem = f"{self.path} is unreadable: every submission is graded again"
+
+    def forget(self) -> None:
+        self.chapters, self.submissions = {}, {}
+
+    def get(self, student: str, chapter: str) -> dict | None:
+        return self.submissions.get(student, {}).get(chapter)
+
+    def record(self, student, chapter, digest, solution, status) -> None:
+        self.submissions.setdefault(student, {})[chapter] = {
+            "sha256": digest,
+            "solution": solution,
+            "status": status,
+            "time": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+
+    def save(self) -> None:
+        data = {"chapters": self.chapters, "submissions": self.submissions}
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        temporary.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(temporary, self.path)  # never half written, even when interrupted
+
+
+def _all_rows(root: Path, db: Path, ledger: _Ledger) -> list[GradeRow]:
+    """A row per graded cell of every (student, chapter) recorded in ``ledger``: this run's
+    and earlier runs' results, the scores read from the gradebook (manual grades included)."""
+    rows = []
+    cells: dict[str, list[tuple[str, float]]] = {}
+    pairs = [(s, ch) for s, chs in ledger.submissions.items() for ch in chs]
+    order = {ch: i for i, ch in enumerate(ALL_CHAPTERS)}
+    for student, chapter in sorted(pairs, key=lambda p: (p[0], order.get(p[1], 99), p[1])):
+        if chapter not in cells:
+            if not solution_path(root, chapter).is_file():
+                continue  # a chapter no longer in the course
+            cells[chapter] = graded_cells(root, chapter)
+        status = ledger.get(student, chapter)["status"]
+        scores = _scores(db, student, chapter) if status == GRADED else {}
+        for cell, max_points in cells[chapter]:
+            points = scores.get(cell)
+            if status == GRADED and points is None:
+                row_status = "not graded: no score recorded"
+            else:
+                row_status = status
+            rows.append(GradeRow(student, chapter, cell, points or 0.0, max_points, row_status))
+    return rows
 
 
 def grading_config(work: Path, db: Path):
@@ -437,7 +597,40 @@ def write_csv(rows: list[GradeRow], path: Path) -> None:
             )
 
 
+def write_wide_csv(rows: list[GradeRow], path: Path) -> None:
+    """A row per student, a column of points per chapter (course order), ``total``, and
+    ``max_total``, the points the chapters in the table are worth. A chapter a student
+    has no result for is left empty."""
+    order = {ch: i for i, ch in enumerate(ALL_CHAPTERS)}
+    chapters = sorted({r.chapter for r in rows}, key=lambda ch: (order.get(ch, 99), ch))
+    points: dict[str, dict[str, float]] = {}
+    for r in rows:
+        by_chapter = points.setdefault(r.student, {})
+        by_chapter[r.chapter] = by_chapter.get(r.chapter, 0.0) + r.points
+    max_total = 0.0
+    for ch in chapters:  # what a chapter is worth: the max points of one student's rows
+        first = next(r.student for r in rows if r.chapter == ch)
+        max_total += sum(r.max_points for r in rows if r.chapter == ch and r.student == first)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", *chapters, "total", "max_total"])
+        for student in sorted(points):
+            by_chapter = points[student]
+            writer.writerow(
+                [student]
+                + [f"{by_chapter[ch]:g}" if ch in by_chapter else "" for ch in chapters]
+                + [f"{sum(by_chapter.values()):g}", f"{max_total:g}"]
+            )
+
+
 def read_csv(path: Path) -> list[GradeRow]:
+    """The rows of a per-cell CSV (``OUT/grades_by_cell.csv``). Given the wide
+    ``OUT/grades.csv`` instead, reads the per-cell file beside it."""
+    path = Path(path)
+    with open(path, newline="", encoding="utf-8") as f:
+        header = next(csv.reader(f), [])
+    if "cell" not in header and (path.parent / CELLS_CSV).is_file():
+        path = path.parent / CELLS_CSV
     with open(path, newline="", encoding="utf-8") as f:
         return [
             GradeRow(

@@ -1,6 +1,7 @@
 """The instructor's commands: release, check, and clear errors for bad input."""
 
 import shutil
+import sqlite3
 import subprocess
 import sys
 
@@ -8,7 +9,17 @@ import nbformat
 import pytest
 
 from autograder.chapters import CourseError, find_root
-from autograder.grade import discover, read_submission
+from autograder.grade import (
+    CELLS_CSV,
+    GRADES_CSV,
+    GradeRow,
+    backup_gradebook,
+    discover,
+    read_csv,
+    read_submission,
+    write_csv,
+    write_wide_csv,
+)
 from autograder.release import check, release
 
 
@@ -121,3 +132,36 @@ def test_read_submission_explains_bad_notebooks(tmp_path):
     empty = tmp_path / "empty.ipynb"
     nbformat.write(nbformat.v4.new_notebook(), empty)
     assert "no code cells" in read_submission(empty)
+
+
+def test_grades_csv_is_a_row_per_student_and_a_column_per_chapter(tmp_path):
+    a, b = "04_dot_product_attention", "02_bahdanau_attention"
+    rows = [
+        GradeRow("alice", b, "t1", 2, 3, "graded"),
+        GradeRow("alice", b, "t2", 1, 1, "graded"),
+        GradeRow("alice", a, "t1", 0.5, 2, "graded"),
+        GradeRow("bob", a, "t1", 2, 2, "graded"),
+    ]
+    write_wide_csv(rows, tmp_path / GRADES_CSV)
+    write_csv(rows, tmp_path / CELLS_CSV)
+    lines = (tmp_path / GRADES_CSV).read_text(encoding="utf-8").splitlines()
+    assert lines == [
+        f"student,{b},{a},total,max_total",  # chapters in course order
+        "alice,3,0.5,3.5,6",
+        "bob,,2,2,6",  # no result for a chapter: left empty
+    ]
+    # the wide file's path reads the per-cell file beside it
+    assert read_csv(tmp_path / GRADES_CSV) == read_csv(tmp_path / CELLS_CSV) == rows
+
+
+def test_the_gradebook_is_backed_up_under_a_utc_time(tmp_path):
+    with sqlite3.connect(tmp_path / "gradebook.db") as db:
+        db.execute("create table grade (score real)")
+        db.execute("insert into grade values (1.5)")
+    db.close()
+    first, second = backup_gradebook(tmp_path), backup_gradebook(tmp_path)
+    assert first != second and first.parent == second.parent == tmp_path / "backups"
+    assert first.name.startswith("gradebook-") and first.name.endswith(".db")
+    with sqlite3.connect(second) as copy:
+        assert copy.execute("select score from grade").fetchall() == [(1.5,)]
+    copy.close()

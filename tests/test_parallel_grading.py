@@ -41,10 +41,11 @@ def test_parallel_grades_equal_serial_grades(root, tmp_path):
 
     serial = grade_cli(root, submissions, tmp_path / "serial", workers=1)
     parallel = grade_cli(root, submissions, tmp_path / "parallel", workers=2)
-    rows = (tmp_path / "serial" / "grades.csv").read_text(encoding="utf-8")
-    assert rows == (tmp_path / "parallel" / "grades.csv").read_text(encoding="utf-8")
+    for name in (grading.CELLS_CSV, grading.GRADES_CSV):
+        rows = (tmp_path / "serial" / name).read_text(encoding="utf-8")
+        assert rows == (tmp_path / "parallel" / name).read_text(encoding="utf-8"), name
     totals = {}
-    for r in grading.read_csv(tmp_path / "parallel" / "grades.csv"):
+    for r in grading.read_csv(tmp_path / "parallel" / grading.CELLS_CSV):
         points, max_points = totals.get(r.student, (0, 0))
         totals[r.student] = (points + r.points, max_points + r.max_points)
     assert totals["solution"][0] == totals["solution"][1] > totals[f"mutant-{m.name}"][0] > 0
@@ -65,7 +66,7 @@ def test_a_dying_worker_costs_only_its_own_submission(root, tmp_path):
 
     grade_cli(root, submissions, tmp_path / "out", workers=2)
     by_student = {}
-    for row in grading.read_csv(tmp_path / "out" / "grades.csv"):
+    for row in grading.read_csv(tmp_path / "out" / grading.CELLS_CSV):
         by_student.setdefault(row.student, []).append(row)
     assert all(r.status == "graded" and r.points == r.max_points for r in by_student["solution"])
     assert all(

@@ -1,0 +1,173 @@
+"""``collect``: an LMS's export (a folder, zips in it, or a zip) into the submitted layout,
+every file it could not place reported, nothing overwritten without ``--force``."""
+
+import os
+import subprocess
+import sys
+import zipfile
+
+import nbformat
+import pytest
+
+from autograder.chapters import CourseError
+from autograder.collect import collect, student_of
+
+CHAPTER = "04_dot_product_attention"
+
+
+def notebook_bytes(text: str) -> bytes:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(text)])
+    return nbformat.writes(nb).encode("utf-8")
+
+
+def write(path, data: bytes, mtime: float | None = None):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+    return path
+
+
+def placed(submissions, student):
+    return (submissions / student / CHAPTER / f"{CHAPTER}.ipynb").read_bytes()
+
+
+def run_cli(*args, cwd):
+    return subprocess.run(
+        [sys.executable, "-m", "autograder", *args], cwd=cwd, capture_output=True, text=True
+    )
+
+
+@pytest.mark.parametrize(
+    "where, student",
+    [
+        ("Ann Lee_12345_assignsubmission_file_04_dot_product_attention.ipynb", "12345"),
+        ("Ann Lee_12345_assignsubmission_file/04_dot_product_attention.ipynb", "12345"),
+        ("leeann_12345_67890_04_dot_product_attention.ipynb", "12345"),
+        ("leeann_LATE_12345_67891_04_dot_product_attention-1.ipynb", "12345"),
+        ("Homework 4_jdoe7_attempt_2024-03-01-10-22-33_04_dot.ipynb", "jdoe7"),
+        ("HW_4_jdoe7_attempt_2024-03-01-10-22-33_04_dot.ipynb", "jdoe7"),
+        ("s1234567.ipynb", "s1234567"),
+        ("s1234567_hw4 final.ipynb", "s1234567"),
+        ("export.zip/week 4/alice.ipynb", "alice"),
+        ("04_dot_product_attention.ipynb", None),  # the notebook's own name: no id
+        ("Untitled (1).ipynb", None),
+    ],
+)
+def test_student_ids_in_lms_names(where, student):
+    assert student_of(where)[0] == student
+
+
+def test_a_folder_with_zips_is_collected_and_every_problem_reported(tmp_path):
+    inbox, submissions = tmp_path / "inbox", tmp_path / "submissions"
+    write(inbox / "s100.ipynb", notebook_bytes("alice = 1"))
+    write(inbox / "Ann Lee_200_assignsubmission_file_hw.ipynb", notebook_bytes("ann = 1"))
+    write(inbox / "notes.txt", b"not a notebook")
+    write(inbox / "04_dot_product_attention.ipynb", notebook_bytes("nobody"))
+    write(inbox / "broken.zip", b"PK not really a zip")
+    write(inbox / "s300.ipynb", b'{"cells": [')  # placed all the same, with a warning
+    (inbox / "sub").mkdir()
+    with zipfile.ZipFile(inbox / "sub" / "more.zip", "w") as z:
+        z.writestr("bob_1_2_hw.ipynb", notebook_bytes("bob = 1"))
+        z.writestr("__MACOSX/._bob_1_2_hw.ipynb", b"resource fork")
+        z.writestr("readme.pdf", b"%PDF")
+
+    report = collect(inbox, CHAPTER, submissions)
+    assert sorted(s for s, _ in report.placed) == ["1", "200", "s100", "s300"]
+    assert b"bob = 1" in placed(submissions, "1")
+    assert placed(submissions, "s100") == (inbox / "s100.ipynb").read_bytes()
+    text = "\n".join(report.problems)
+    for expected in (
+        "notes.txt: not a notebook",
+        "04_dot_product_attention.ipynb: no student id found",
+        "broken.zip: not a readable zip",
+        "more.zip/readme.pdf: not a notebook",
+        "s300.ipynb: not a valid notebook; placed",
+        "skipped 1 system file",
+    ):
+        assert expected in text, text
+    assert len(report.problems) == 6
+
+
+def test_a_zip_as_inbox_through_the_command(tmp_path):
+    archive = tmp_path / "export.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("s1.ipynb", notebook_bytes("one"))
+        z.writestr("Untitled.txt", b"x")
+    result = run_cli("collect", str(archive), "--chapter", CHAPTER, "--out", "subs", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "placed 1 notebook in subs" in result.stdout
+    assert "warning: export.zip/Untitled.txt: not a notebook" in result.stderr
+    assert b"one" in placed(tmp_path / "subs", "s1")
+
+
+def test_the_newest_of_two_notebooks_is_kept(tmp_path):
+    inbox = tmp_path / "inbox"
+    # Canvas: the upload number orders them, whatever the files' times
+    write(inbox / "leeann_7_100_hw.ipynb", notebook_bytes("first"), mtime=2_000_000_000)
+    write(inbox / "leeann_LATE_7_101_hw-1.ipynb", notebook_bytes("late"), mtime=1_000_000_000)
+    # plain names: the later modification time wins
+    write(inbox / "s9_old.ipynb", notebook_bytes("old"), mtime=1_000_000_000)
+    write(inbox / "s9_new.ipynb", notebook_bytes("new"), mtime=1_500_000_000)
+    report = collect(inbox, CHAPTER, tmp_path / "subs")
+    assert b"late" in placed(tmp_path / "subs", "7")
+    assert b"new" in placed(tmp_path / "subs", "s9")
+    problems = "\n".join(report.problems)
+    assert "leeann_7_100_hw.ipynb: 7 has a newer notebook (leeann_LATE_7_101_hw-1.ipynb)" in (
+        problems
+    )
+    assert "s9_old.ipynb: s9 has a newer notebook" in problems
+
+
+def test_a_different_submission_is_replaced_only_with_force(tmp_path):
+    inbox, subs = tmp_path / "inbox", tmp_path / "subs"
+    write(inbox / "s1.ipynb", notebook_bytes("first"))
+    assert len(collect(inbox, CHAPTER, subs).placed) == 1
+    again = collect(inbox, CHAPTER, subs)  # the same file: nothing to do
+    assert again.unchanged and not again.placed and not again.problems
+    write(inbox / "s1.ipynb", notebook_bytes("second"))
+    refused = collect(inbox, CHAPTER, subs)
+    assert not refused.placed and "exists and differs" in refused.problems[0]
+    assert b"first" in placed(subs, "s1")
+    assert collect(inbox, CHAPTER, subs, force=True).placed
+    assert b"second" in placed(subs, "s1")
+
+
+def test_pattern_overrides_the_rules(tmp_path):
+    inbox = tmp_path / "inbox"
+    write(inbox / "alice" / f"{CHAPTER}.ipynb", notebook_bytes("a"))
+    write(inbox / "bob" / "hw.ipynb", notebook_bytes("b"))
+    report = collect(inbox, CHAPTER, tmp_path / "subs", pattern=r"(?P<student>[^/]+)/[^/]+$")
+    assert sorted(s for s, _ in report.placed) == ["alice", "bob"]
+    with pytest.raises(CourseError, match="named group"):
+        collect(inbox, CHAPTER, tmp_path / "subs", pattern=r"(\w+)")
+    report = collect(inbox, CHAPTER, tmp_path / "other", pattern=r"^(?P<student>carol)/")
+    assert not report.placed and len(report.problems) == 2
+
+
+def test_bad_arguments_are_clear_errors(tmp_path):
+    with pytest.raises(CourseError, match="does not exist"):
+        collect(tmp_path / "nowhere", CHAPTER, tmp_path / "subs")
+    with pytest.raises(CourseError, match="unknown chapter"):
+        collect(tmp_path, "99_nonsense", tmp_path / "subs")
+    with pytest.raises(CourseError, match="must not contain each other"):
+        collect(tmp_path, CHAPTER, tmp_path / "subs")
+    result = run_cli("collect", "nowhere", "--chapter", CHAPTER, "--out", "s", cwd=tmp_path)
+    assert result.returncode == 2 and "does not exist" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("where", ["root", "subfolder"])
+@pytest.mark.parametrize("kind", ["relative", "absolute"])
+def test_collect_paths_relative_or_absolute_from_the_course(root, tmp_path, where, kind):
+    inbox, subs = tmp_path / "inbox", tmp_path / "subs"
+    write(inbox / "s1.ipynb", notebook_bytes("one"))
+    cwd = root if where == "root" else root / "autograder" / "mistakes"
+    paths = (
+        [inbox, subs] if kind == "absolute" else [os.path.relpath(p, cwd) for p in (inbox, subs)]
+    )
+    result = run_cli(
+        "collect", str(paths[0]), "--chapter", CHAPTER, "--out", str(paths[1]), cwd=cwd
+    )
+    assert result.returncode == 0, result.stderr
+    assert b"one" in placed(subs, "s1")
