@@ -56,6 +56,14 @@ MISTAKES = [
         "test_sequence_loss",
     ),
     mistake(
+        "loss-pad-id-hard-coded",
+        "sequence_loss",
+        "the loss skips the targets equal to 0 instead of the pad_id argument",
+        "ignore_index=pad_id)",
+        "ignore_index=0)",
+        "test_sequence_loss",
+    ),
+    mistake(
         "greedy-does-not-stop-per-sequence",
         "greedy_decode",
         "a finished sequence goes on emitting tokens after its <eos> instead of padding",
@@ -70,5 +78,77 @@ MISTAKES = [
         "if done.all():",
         "if done.any():",
         "test_greedy_decode",
+    ),
+    mistake(
+        "greedy-feeds-bos-every-step",
+        "greedy_decode",
+        "the decoder is fed <bos> at every step instead of its own previous prediction",
+        (
+            "        prev = logits.argmax(dim=-1).masked_fill(done, pad_id)  # (B,)\n"
+            "        tokens.append(prev)\n"
+            "        done = done | (prev == eos_id)"
+        ),
+        (
+            "        token = logits.argmax(dim=-1).masked_fill(done, pad_id)  # (B,)\n"
+            "        tokens.append(token)\n"
+            "        done = done | (token == eos_id)"
+        ),
+        "test_greedy_decode",
+    ),
+    mistake(
+        "gru-one-bias",
+        "gru_parameters",
+        "the GRU is counted with one bias vector, 3 (E H + H H + H), but PyTorch keeps two",
+        "3 * (E * H + H * H + 2 * H)",
+        "3 * (E * H + H * H + H)",
+        "test_gru_parameters",
+    ),
+    mistake(
+        "gru-four-gates",
+        "gru_parameters",
+        "the GRU is counted with four blocks of weights like an LSTM instead of three",
+        "3 * (E * H + H * H + 2 * H)",
+        "4 * (E * H + H * H + 2 * H)",
+        "test_gru_parameters",
+    ),
+    mistake(
+        "gru-one-block",
+        "gru_parameters",
+        "only the candidate state's weights are counted, not those of the two gates",
+        "3 * (E * H + H * H + 2 * H)",
+        "E * H + H * H + 2 * H",
+        "test_gru_parameters",
+    ),
+    mistake(
+        "steps-one-sequence-at-a-time",
+        "sequential_steps",
+        "the steps of every sequence are added up, as if the batch ran one sequence at a time",
+        "max(src_lengths) + max(tgt_lengths)",
+        "sum(src_lengths) + sum(tgt_lengths)",
+        "test_sequential_steps",
+    ),
+    mistake(
+        "steps-per-sequence",
+        "sequential_steps",
+        "each sequence's own source plus target length, as if its decoder started when its own source was read",
+        "max(src_lengths) + max(tgt_lengths)",
+        "max(s + t for s, t in zip(src_lengths, tgt_lengths))",
+        "test_sequential_steps",
+    ),
+    mistake(
+        "steps-stop-at-first-eos",
+        "sequential_steps",
+        "the decoder's steps are counted until the first sequence ends, not the last",
+        "max(tgt_lengths)",
+        "min(tgt_lengths)",
+        "test_sequential_steps",
+    ),
+    mistake(
+        "steps-encoder-one-call",
+        "sequential_steps",
+        "the encoder is counted as one step because nn.GRU is called once, but it runs a step per token",
+        "max(src_lengths) + max(tgt_lengths)",
+        "1 + max(tgt_lengths)",
+        "test_sequential_steps",
     ),
 ]
