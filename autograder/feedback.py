@@ -1,13 +1,27 @@
-"""Feedback that teaches without giving the hidden tests away.
+"""Feedback that teaches without giving the hidden tests away, and reads like the notebook.
 
 nbgrader's feedback shows each test cell with its outputs. A failing hidden test would
-show its own code in the traceback; this preprocessor keeps only the error's name and
+show its own code in the traceback; ``ShortTracebacks`` keeps only the error's name and
 message in test cells (the course's checks put what was seen, what was expected and the
 likely cause in the message).
+
+The page is a file a student opens on their own machine, perhaps offline, so it loads
+nothing from another host (the template in ``autograder/templates/course_feedback``):
+``MarkdownMath`` turns the LaTeX of markdown cells into MathML, which browsers render
+themselves, in place of MathJax from a CDN; ``TestNames`` gives each graded test cell the
+name its docstring states (``Check that ...``), which the page shows in its summary and
+as the cell's heading instead of nbgrader's "Test cell".
 """
+
+import ast
+import html
+import re
 
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
+
+# Where the feedback template keeps what it shows for a test cell.
+METADATA_KEY = "autograder"
 
 
 class ShortTracebacks(Preprocessor):
@@ -22,4 +36,140 @@ class ShortTracebacks(Preprocessor):
                     output["traceback"] = [
                         f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"
                     ]
+        return cell, resources
+
+
+# --- test names ---------------------------------------------------------------------------
+
+
+def name_of_test(source: str) -> str | None:
+    """The summary of a test cell's docstring (its first paragraph, on one line), or None.
+
+    Every graded test cell of the course starts with ``\"\"\"Check that ... .\"\"\"``; a
+    summary too long for one line of code goes on over the next ones, up to a blank line.
+    """
+    try:
+        docstring = ast.get_docstring(ast.parse(source))
+    except (SyntaxError, ValueError):  # IPython magics, a null byte: read it by hand
+        lines = r"\s*(?:[#%][^\n]*\n\s*)*"  # comments and magics before the string
+        match = re.match(lines + r'[rRuU]?("""|\'\'\')(.*?)\1', source, re.DOTALL)
+        docstring = match.group(2).strip() if match else None
+    if not docstring:
+        return None
+    first_paragraph = re.split(r"\n\s*\n", docstring.strip())[0]
+    summary = " ".join(line.strip() for line in first_paragraph.splitlines())
+    return summary or None
+
+
+class TestNames(Preprocessor):
+    """Store each graded test cell's name (its docstring's summary, else its grade id) in
+    ``cell.metadata.autograder.test_name`` for the feedback template."""
+
+    __test__ = False  # not a pytest test class, whatever its name says
+    enabled = Bool(True).tag(config=True)
+
+    def preprocess_cell(self, cell, resources, index):
+        nbgrader = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and nbgrader.get("grade") and not nbgrader.get("solution"):
+            name = name_of_test(cell.source) or nbgrader.get("grade_id") or "Test cell"
+            cell.metadata.setdefault(METADATA_KEY, {})["test_name"] = name
+        return cell, resources
+
+
+# --- math ---------------------------------------------------------------------------------
+
+# What Jupyter's markdown treats as math, in the order nbconvert's renderer tries it, after
+# what must stay as it is: fenced code blocks and code spans (a `$` in code is not math),
+# and an escaped dollar.
+_MARKDOWN = re.compile(
+    r"(?P<fence>^[ ]{0,3}(?P<mark>`{3,}|~{3,})[^\n]*\n.*?(?:^[ ]{0,3}(?P=mark)[`~]*[ \t]*$|\Z))"
+    r"|(?P<code>(?P<ticks>`+)(?!`).*?(?<!`)(?P=ticks)(?!`))"
+    r"|(?P<escaped>\\\$)"
+    r"|(?<!\\)\$\$(?P<display>.+?)(?<!\\)\$\$"
+    r"|(?<!\\)\\\\\[(?P<display_latex>.+?)(?<!\\)\\\\\]"
+    r"|(?P<environment>\\begin\{(?P<env>[a-zA-Z]*\*?)\}.*?\\end\{(?P=env)\})"
+    r"|(?<![$\\])\$(?P<inline>[^$]+?)(?<![$\\])\$"
+    r"|(?<!\\)\\\\\((?P<inline_latex>.+?)(?<!\\)\\\\\)",
+    re.DOTALL | re.MULTILINE,
+)
+
+# Environments that only say "this is a display equation", and the ones latex2mathml knows
+# by their amsmath inner names.
+_DISPLAY_WRAPPERS = re.compile(r"\\(begin|end)\{(equation|displaymath|math)\*?\}")
+_RENAMED = {"align": "aligned", "align*": "aligned", "gather": "gathered", "gather*": "gathered"}
+# The one operator name of LaTeX that latex2mathml 3.81 leaves as text.
+_OPERATORS = re.compile(r"\\arg(?![a-zA-Z])")
+
+# Characters that markdown (mistune, in nbconvert) would read as syntax in the text between
+# the MathML tags: written as character references, they reach the page as themselves.
+_MARKDOWN_SYNTAX = re.compile(r"[\\`*_\[\]!|~$]")
+_TEXT = re.compile(r">([^<]+)<")
+
+
+def _protect(text: str) -> str:
+    """``text`` (already HTML-escaped) with markdown's syntax characters as references."""
+    return _MARKDOWN_SYNTAX.sub(lambda m: f"&#{ord(m.group())};", text)
+
+
+def _source(latex: str) -> str:
+    """The LaTeX shown as itself, in code, where it cannot be rendered."""
+    return f'<code class="math-source">{_protect(html.escape(latex.strip(), quote=False))}</code>'
+
+
+def latex_to_mathml(latex: str, display: bool = False) -> str:
+    """MathML for ``latex``, on one line and safe to put into markdown as raw HTML; the
+    LaTeX source in a ``<code>`` element where latex2mathml cannot convert it."""
+    from latex2mathml.converter import convert
+
+    tex = latex.strip()
+    if not tex:
+        return _source(latex)
+    for name, inner in _RENAMED.items():
+        tex = tex.replace(f"\\begin{{{name}}}", f"\\begin{{{inner}}}")
+        tex = tex.replace(f"\\end{{{name}}}", f"\\end{{{inner}}}")
+    tex = _DISPLAY_WRAPPERS.sub("", tex)
+    tex = _OPERATORS.sub(r"\\operatorname{arg}", tex)
+    try:
+        mathml = convert(tex, display="block" if display else "inline")
+    except Exception:  # latex2mathml raises many kinds; none may stop the feedback
+        return _source(latex)
+    texts = _TEXT.findall(mathml)
+    if any("\\" in t for t in texts):  # a command latex2mathml does not know, kept as text
+        return _source(latex)
+    mathml = mathml.replace(' xmlns="http://www.w3.org/1998/Math/MathML"', "", 1)
+    mathml = mathml.replace("\n", " ")
+    return _TEXT.sub(lambda m: f">{_protect(m.group(1))}<", mathml)
+
+
+def markdown_math_to_mathml(source: str) -> str:
+    """``source`` (markdown) with every formula replaced by its MathML (see
+    ``latex_to_mathml``); code and escaped dollars stay as they are."""
+
+    def replace(m: re.Match) -> str:
+        if m.group("fence") or m.group("code") or m.group("escaped"):
+            return m.group()
+        for group, display in (
+            ("display", True),
+            ("display_latex", True),
+            ("environment", True),
+            ("inline", False),
+            ("inline_latex", False),
+        ):
+            if m.group(group) is not None:
+                return latex_to_mathml(m.group(group), display)
+        return m.group()  # pragma: no cover (every alternative is a group above)
+
+    return _MARKDOWN.sub(replace, source)
+
+
+class MarkdownMath(Preprocessor):
+    """Render the math of markdown cells as MathML, before markdown is rendered, so that
+    the page needs no MathJax (nor anything else from another host) and markdown cannot
+    read a formula's ``_`` or ``*`` as emphasis."""
+
+    enabled = Bool(True).tag(config=True)
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "markdown":
+            cell.source = markdown_math_to_mathml(cell.source)
         return cell, resources

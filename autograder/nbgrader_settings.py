@@ -5,6 +5,7 @@ plain ``nbgrader`` commands run from the repository root.
 """
 
 import tempfile
+from pathlib import Path
 
 from traitlets.config import Config
 
@@ -22,6 +23,11 @@ CODE_STUB = (
 # machine can take 10 s just to import torch (TOOLING.md); grading mode keeps training short.
 CELL_TIMEOUT_S = 180
 
+# The feedback page's template, autograder/templates/course_feedback: nbgrader's, with the
+# tests named and nothing loaded from another host.
+FEEDBACK_TEMPLATES = Path(__file__).resolve().parent / "templates"
+FEEDBACK_TEMPLATE = "course_feedback"
+
 
 def configure(c: Config) -> Config:
     """Fill ``c`` with the course's nbgrader settings and return it."""
@@ -37,13 +43,21 @@ def configure(c: Config) -> Config:
     # A student who deletes a graded cell gets it back instead of a silent "needs manual grade".
     c.OverwriteCells.add_missing_cells = True
     # Feedback shows the visible tests and their results, never the hidden tests' code
-    # (not even in a traceback).
+    # (not even in a traceback). Each test is named by its docstring's "Check that ..." line,
+    # and the math is MathML, so that the page loads nothing from another host
+    # (autograder/feedback.py).
     c.GenerateFeedback.preprocessors = [
         "nbgrader.preprocessors.GetGrades",
         "nbgrader.preprocessors.ClearHiddenTests",
         "autograder.feedback.ShortTracebacks",
+        "autograder.feedback.TestNames",
+        "autograder.feedback.MarkdownMath",
         "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
     ]
+    # nbgrader's API sets HTMLExporter.template_name = "feedback" (its own template) on every
+    # call; the settings of the exporter that GenerateFeedback makes, given here, win over it.
+    c.GenerateFeedback.HTMLExporter.template_name = FEEDBACK_TEMPLATE
+    c.GenerateFeedback.HTMLExporter.extra_template_basedirs = [str(FEEDBACK_TEMPLATES)]
     return c
 
 
