@@ -1,0 +1,170 @@
+"""Grading throughput: a class of submissions of one chapter, graded by plain nbgrader and
+by the course's grader (issue 11).
+
+    .venv/bin/python -m benchmarks.grading_throughput [--chapter 04_dot_product_attention]
+        [--students 30] [--write]
+
+The class is the solution and every catalogued mistake of the chapter, in turn, until there
+are ``--students`` submissions. Both graders run in grading mode
+(``ATTENTION_COURSE_GRADING=1``) with the course's nbgrader settings:
+
+- plain nbgrader: ``nbgrader autograde CHAPTER`` in a fresh course folder, which grades
+  the submissions one after another in one process (no feedback pages);
+- the course's grader: ``python -m autograder grade`` with its default workers (one per
+  core), feedback pages and the class report included.
+
+It also times the notebook alone (nbclient, grading mode), to give each grader's overhead
+per submission beyond the notebook's own run: wall time x processes / submissions - the
+notebook's time. Run it on a quiet machine; ``--write`` writes benchmarks/grading.md.
+"""
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+from attention_course.runtime import GRADING_ENV
+from autograder.chapters import release_path, solution_path
+from autograder.mistakes import catalogue
+from autograder.submissions import mutate, solved_notebook, write_submission
+from benchmarks.run import ROOT, run_notebook
+
+PLAIN_CONFIG = """\
+from autograder.nbgrader_settings import configure
+
+c = get_config()  # noqa: F821
+configure(c)
+c.CourseDirectory.root = {root!r}
+c.CourseDirectory.db_url = "sqlite:///{root}/gradebook.db"
+c.Exchange.root = {root!r}
+"""
+
+
+def make_class(chapter: str, students: int, folder: Path) -> list[str]:
+    """``students`` submissions: the solution and the chapter's mistakes, in turn."""
+    versions = [None, *catalogue(chapter)]
+    names = []
+    for i in range(students):
+        entry = versions[i % len(versions)]
+        nb = solved_notebook(ROOT, chapter)
+        if entry is not None:
+            nb = mutate(nb, entry.cell, entry.old, entry.new)
+        name = f"s{i:03d}"
+        write_submission(nb, folder, name, chapter)
+        names.append(name)
+    return names
+
+
+def grading_env() -> dict:
+    """Grading mode, and the venv's scripts on the PATH (nbgrader runs ``alembic``)."""
+    env = dict(os.environ)
+    env[GRADING_ENV] = "1"
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def plain_nbgrader(chapter: str, submissions: Path, work: Path) -> float:
+    """Seconds for ``nbgrader autograde`` over the class, set-up excluded."""
+    work.mkdir(parents=True)
+    (work / "nbgrader_config.py").write_text(PLAIN_CONFIG.format(root=str(work)))
+    for step, src in (("solutions", solution_path), ("notebooks", release_path)):
+        target = work / step / chapter / f"{chapter}.ipynb"
+        target.parent.mkdir(parents=True)
+        shutil.copy(src(ROOT, chapter), target)
+    shutil.copytree(submissions, work / "submitted")
+    nbgrader = [sys.executable, "-m", "nbgrader"]
+    subprocess.run(
+        [*nbgrader, "generate_assignment", chapter, "--force"],
+        cwd=work,
+        check=True,
+        capture_output=True,
+        env=grading_env(),
+    )
+    for student in sorted(p.name for p in (work / "submitted").iterdir()):
+        subprocess.run(
+            [*nbgrader, "db", "student", "add", student],
+            cwd=work,
+            check=True,
+            capture_output=True,
+            env=grading_env(),
+        )
+    start = time.perf_counter()
+    subprocess.run(
+        [*nbgrader, "autograde", chapter],
+        cwd=work,
+        check=True,
+        capture_output=True,
+        env=grading_env(),
+    )
+    return time.perf_counter() - start
+
+
+def course_grader(submissions: Path, out: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chapter", default="04_dot_product_attention")
+    parser.add_argument("--students", type=int, default=30)
+    parser.add_argument("--write", action="store_true", help="write benchmarks/grading.md")
+    args = parser.parse_args(argv)
+    cores = os.cpu_count() or 1
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        make_class(args.chapter, args.students, tmp / "class")
+        notebook = min(
+            _timed(lambda: run_notebook(solution_path(ROOT, args.chapter), grading=True))
+            for _ in range(2)
+        )
+        plain = plain_nbgrader(args.chapter, tmp / "class", tmp / "plain")
+        ours = course_grader(tmp / "class", tmp / "out")
+    n = args.students
+    rows = [
+        ("plain nbgrader autograde (serial, no feedback)", plain, 1),
+        (f"python -m autograder grade ({cores} workers, feedback and report)", ours, cores),
+    ]
+    lines = [
+        "# Grading throughput",
+        "",
+        f"{n} submissions of `{args.chapter}` (the solution and each catalogued mistake in "
+        f"turn), grading mode, measured {date.today()} on {cores} cores, {platform.machine()}, "
+        f"Python {platform.python_version()}, with "
+        f"`python -m benchmarks.grading_throughput --chapter {args.chapter} --students {n}`. "
+        f"The notebook alone runs in {notebook:.1f} s in grading mode (nbclient, best of 2).",
+        "",
+        "| grader | wall s | submissions / min | overhead per submission beyond the notebook, s |",
+        "|---|---|---|---|",
+    ]
+    for name, seconds, processes in rows:
+        overhead = seconds * processes / n - notebook
+        lines.append(f"| {name} | {seconds:.0f} | {60 * n / seconds:.1f} | {overhead:.1f} |")
+    lines += ["", f"Speed-up of the course's grader: **{plain / ours:.2f}x**."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.write:
+        (ROOT / "benchmarks" / "grading.md").write_text(text, encoding="utf-8")
+    return 0
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
