@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -129,3 +130,35 @@ def test_grading_again_keeps_what_was_there_and_grades_only_the_rest(root, tmp_p
     )
     assert result.returncode == 0, result.stderr
     assert (out / "report" / "index.html").is_file()
+
+
+def test_an_interrupted_run_started_again_grades_only_the_rest(root, tmp_path):
+    submissions, out = tmp_path / "submissions", tmp_path / "out"
+    for student in ("alice", "bob", "carol"):
+        write_submission(solved_notebook(root, CHAPTER), submissions, student, CHAPTER)
+    command = [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out)]
+    run = subprocess.Popen(
+        [*command, "--workers", "1"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        for line in run.stdout:  # stopped as soon as the first submission is done
+            if line.startswith("graded alice / "):
+                run.send_signal(signal.SIGTERM)
+                break
+        run.wait(timeout=60)
+    finally:
+        run.kill()
+        run.stdout.close()
+    assert run.returncode != 0 and not (out / GRADES_CSV).exists()
+
+    again = grade_cli(root, submissions, out, "--workers", "1")
+    assert "1 submission already graded" in again and "graded alice" not in again
+    assert "graded bob / " in again and "graded carol / " in again and "(2 of 2, " in again
+    table = wide(out)
+    assert sorted(table) == ["alice", "bob", "carol"]
+    assert all(r["total"] == r["max_total"] for r in table.values())
