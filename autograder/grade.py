@@ -12,7 +12,16 @@ Output::
     OUT/gradebook.db                       nbgrader's gradebook: holds the hidden tests, keep it private
     OUT/graded.json                        what each graded submission was (content hashes), and its status
     OUT/backups/gradebook-<UTC time>.db    the gradebook as it was before each run
+    OUT/flagged.csv                        what the scan of the submissions flagged for review
+    OUT/accepted.csv                       (written by the instructor) flags accepted after review
     OUT/nbgrader/                          nbgrader's working folders (submitted, autograded, feedback)
+
+Before the scores are written, each graded submission's solution cells are scanned
+(``autograder/scan.py``): an exercise whose code uses the reference implementations, calls
+the operator it asks the student to write, rebinds what the tests use or writes files is
+*flagged for review*, and the points of its test cells are withheld (status
+``flagged for review: ...``) until the instructor accepts it with a line
+``student,chapter,exercise`` in ``OUT/accepted.csv`` and runs ``grade`` again.
 
 One bad submission never stops the batch: an unreadable notebook, a missing one or one
 whose kernel dies gets zero points on every cell, with the reason in the ``status`` column.
@@ -332,6 +341,7 @@ def grade(
         if reasons[(student, chapter)]:
             report.problems.append(f"{student} / {chapter}: {reasons[(student, chapter)]}")
     report.rows = _all_rows(root, db, ledger)
+    report.rows = _withhold_flagged(root, out, report)
     report.graded = len(jobs)
     report.up_to_date = up_to_date
     write_csv(report.rows, out / CELLS_CSV)
@@ -431,6 +441,77 @@ def _all_rows(root: Path, db: Path, ledger: _Ledger) -> list[GradeRow]:
             else:
                 row_status = status
             rows.append(GradeRow(student, chapter, cell, points or 0.0, max_points, row_status))
+    return rows
+
+
+FLAGGED_CSV = "flagged.csv"
+ACCEPTED_CSV = "accepted.csv"
+
+
+def read_accepted(path: Path) -> set[tuple[str, str, str]]:
+    """(student, chapter, exercise) lines an instructor accepted after review."""
+    if not path.is_file():
+        return set()
+    accepted = set()
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.reader(f):
+            cells = [c.strip() for c in row]
+            if len(cells) >= 3 and cells[0] and not cells[0].startswith("#"):
+                if cells[:3] != ["student", "chapter", "exercise"]:
+                    accepted.add((cells[0], cells[1], cells[2]))
+    return accepted
+
+
+def _withhold_flagged(root: Path, out: Path, report: GradeReport) -> list[GradeRow]:
+    """Scan every graded submission; withhold the points of flagged exercises that
+    ``OUT/accepted.csv`` does not accept, and list every flag in ``OUT/flagged.csv``."""
+    from autograder.scan import scan_notebook, tests_of_exercises
+
+    accepted = read_accepted(out / ACCEPTED_CSV)
+    pairs = dict.fromkeys((r.student, r.chapter) for r in report.rows if r.status == GRADED)
+    withheld: dict[tuple[str, str, str], str] = {}  # (student, chapter, test cell) -> why
+    listed = []
+    tests: dict[str, dict[str, list[str]]] = {}
+    for student, chapter in pairs:
+        submitted = out / "nbgrader" / "submitted" / student / chapter / f"{chapter}.ipynb"
+        try:
+            flags = scan_notebook(nbformat.read(submitted, as_version=4), chapter)
+        except Exception:
+            continue  # it was graded, so it was readable; nothing to scan now
+        if not flags:
+            continue
+        if chapter not in tests:
+            tests[chapter] = tests_of_exercises(
+                nbformat.read(solution_path(root, chapter), as_version=4)
+            )
+        for flag in flags:
+            ok = (student, chapter, flag.cell) in accepted
+            cells = tests[chapter].get(flag.cell, [])
+            listed.append((student, chapter, flag, ok, cells))
+            if not ok:
+                for cell in cells:
+                    withheld.setdefault((student, chapter, cell), f"flagged for review: {flag}")
+                report.problems.append(
+                    f"{student} / {chapter}: flagged for review, points of {flag.cell} withheld "
+                    f"({flag}); accept it with a line {student},{chapter},{flag.cell} in "
+                    f"{out / ACCEPTED_CSV}"
+                )
+    with open(out / FLAGGED_CSV, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(
+            ["student", "chapter", "exercise", "line", "rule", "reason", "accepted", "tests"]
+        )
+        for student, chapter, flag, ok, cells in listed:
+            writer.writerow(
+                [student, chapter, flag.cell, flag.line, flag.rule, flag.message]
+                + ["yes" if ok else "no", " ".join(cells)]
+            )
+    rows = []
+    for r in report.rows:
+        why = withheld.get((r.student, r.chapter, r.cell))
+        rows.append(
+            r if why is None else GradeRow(r.student, r.chapter, r.cell, 0.0, r.max_points, why)
+        )
     return rows
 
 

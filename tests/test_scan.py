@@ -125,3 +125,45 @@ def test_a_flag_says_where_and_why():
     (flag,) = scan_cell(CH04, SDPA, "x = 1\nreturn F.scaled_dot_product_attention(Q, K, V)")
     assert flag.line == 2 and flag.cell == SDPA
     assert "F.scaled_dot_product_attention" in str(flag) and "line 2" in str(flag)
+
+
+@pytest.mark.slow
+def test_grading_withholds_flagged_points_until_accepted(root, tmp_path):
+    """A submission whose attention calls the reference earns full marks from the tests;
+    the grader withholds them, lists the flag, and restores them once accepted."""
+    import subprocess
+    import sys
+
+    from autograder.grade import CELLS_CSV, FLAGGED_CSV, read_csv
+    from autograder.submissions import mutate, write_submission
+
+    nb = mutate(
+        solved_notebook(root, CH04),
+        SDPA,
+        "    d_k = Q.size(-1)",
+        "    from autograder.reference.attention import scaled_dot_product_attention as ref\n"
+        "    return ref(Q, K, V, mask)\n    d_k = Q.size(-1)",
+    )
+    write_submission(nb, tmp_path / "in", "copier", CH04)
+    grade = [sys.executable, "-m", "autograder", "grade", str(tmp_path / "in")]
+    grade += ["--out", str(tmp_path / "out"), "--workers", "1"]
+
+    def scores():
+        subprocess.run(grade, cwd=root, check=True, capture_output=True)
+        return {r.cell: r for r in read_csv(tmp_path / "out" / CELLS_CSV)}
+
+    rows = scores()
+    for cell in ("test_attention_unmasked", "test_attention_masked"):
+        assert rows[cell].points == 0 and rows[cell].status.startswith("flagged for review")
+        assert "autograder.reference" in rows[cell].status
+    assert rows["test_padding_mask"].points == rows["test_padding_mask"].max_points
+    flagged = (tmp_path / "out" / FLAGGED_CSV).read_text(encoding="utf-8")
+    assert f"copier,{CH04},{SDPA}" in flagged and ",no," in flagged
+
+    (tmp_path / "out" / "accepted.csv").write_text(
+        f"student,chapter,exercise\ncopier,{CH04},{SDPA}\n"
+    )
+    rows = scores()  # not graded again (unchanged), only the rows are rebuilt
+    for cell in ("test_attention_unmasked", "test_attention_masked"):
+        assert rows[cell].points == rows[cell].max_points and rows[cell].status == "graded"
+    assert ",yes," in (tmp_path / "out" / FLAGGED_CSV).read_text(encoding="utf-8")
