@@ -2,7 +2,7 @@
 
 Input, what ``python -m autograder grade SUBMISSIONS --out OUT`` leaves::
 
-    OUT/grades.csv                                            one row per student, chapter, graded cell
+    OUT/grades_by_cell.csv                                    one row per student, chapter, graded cell
     OUT/nbgrader/autograded/<student>/<chapter>/<chapter>.ipynb  the notebooks as graded
 
 Output::
@@ -36,7 +36,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.chapters import ALL_CHAPTERS, CourseError, solution_path
-from autograder.grade import GradeRow, read_csv
+from autograder.grade import CELLS_CSV, GradeRow, read_csv
 
 TAG = re.compile(r"\[known mistake: ([a-z0-9-]+)\]")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -163,9 +163,11 @@ def _read(path: Path):
 
 
 def build(out: Path, root: Path | None = None) -> Report:
-    """Read ``out/grades.csv`` and the autograded notebooks; count scores and mistakes."""
+    """Read ``out/grades_by_cell.csv`` and the autograded notebooks; count scores and mistakes."""
     out = Path(out).resolve()
-    grades = out / "grades.csv"
+    grades = out / CELLS_CSV
+    if not grades.is_file() and (out / "grades.csv").is_file():
+        grades = out / "grades.csv"  # written by an earlier version of the grader
     if not grades.is_file():
         raise CourseError(
             f"{out} has no grades.csv: run `python -m autograder grade` first "
@@ -527,7 +529,7 @@ def _html(report: Report) -> str:
         "outside the catalogue get no tag: the column <em>lost points: diagnosed</em> says how "
         "many of the students who lost points on a test cell got a diagnosis there. "
         "<em>Not graded</em> counts missing or unreadable notebooks and those the grader "
-        "could not run (see the <code>status</code> column of <code>grades.csv</code>); "
+        "could not run (see the <code>status</code> column of <code>grades_by_cell.csv</code>); "
         "they are left out of the mean.</p>"
         "<p>The same numbers as CSV, beside this page: <code>summary.csv</code>, "
         "<code>scores.csv</code>, <code>mistakes.csv</code>.</p>"
