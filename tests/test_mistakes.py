@@ -1,0 +1,101 @@
+"""Every catalogued mistake, one at a time, in-process: it fails exactly the test cells it
+names (visible and hidden tests) and each of them names it; a wrong answer outside the
+catalogue fails and is named as nothing. Seconds per chapter, so every entry is checked on
+its own; ``test_grading.py`` then submits them, several to a notebook, through the grader.
+
+A chapter's notebook runs here without its experiments: the set-up, every exercise and
+every graded test cell, and the other cells before the first ``experiment*`` cell (their
+errors do not count: some need an experiment's results).
+"""
+
+import contextlib
+import io
+import os
+import re
+
+import matplotlib
+import nbformat
+import pytest
+import torch
+from mutants import MUTANTS, UNCATALOGUED
+
+from autograder.chapters import ALL_CHAPTERS, solution_path
+from autograder.mistakes import apply
+
+matplotlib.use("Agg")
+pytestmark = pytest.mark.usefixtures("one_thread")
+TAG = re.compile(r"\[known mistake: ([a-z0-9-]+)\]")
+
+
+def cells_to_run(root, chapter):
+    """(grade id, graded, source) of the cells this module runs, in notebook order."""
+    out, experiments = [], False
+    for cell in nbformat.read(solution_path(root, chapter), as_version=4).cells:
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        grade_id = meta.get("grade_id", "")
+        experiments |= grade_id.startswith("experiment")
+        exercise_or_test = meta.get("solution") or meta.get("grade") or grade_id == "setup"
+        if exercise_or_test or not experiments:
+            out.append((grade_id, bool(meta.get("grade")), cell.source, bool(exercise_or_test)))
+    return out
+
+
+def failures(root, chapter, entry=None) -> dict[str, str]:
+    """Run the chapter with ``entry``'s mistake made; the failed graded cells' messages."""
+    namespace: dict = {"__name__": "__main__"}
+    failed = {}
+    previous = os.environ.get("ATTENTION_COURSE_GRADING")
+    os.environ["ATTENTION_COURSE_GRADING"] = "1"
+    try:
+        for grade_id, graded, source, counts in cells_to_run(root, chapter):
+            if entry is not None and grade_id == entry.cell:
+                source = apply(source, entry)
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    exec(compile(source, grade_id or "<cell>", "exec"), namespace)
+            except Exception as error:
+                if graded:
+                    failed[grade_id] = f"{type(error).__name__}: {error}"
+                elif counts:
+                    failed[grade_id] = f"(not a test) {type(error).__name__}: {error}"
+    finally:
+        if previous is None:
+            os.environ.pop("ATTENTION_COURSE_GRADING", None)
+        else:
+            os.environ["ATTENTION_COURSE_GRADING"] = previous
+        torch.manual_seed(0)
+    return failed
+
+
+@pytest.mark.parametrize("chapter", ALL_CHAPTERS)
+def test_the_solution_passes_every_test(root, chapter):
+    assert failures(root, chapter) == {}
+
+
+CATALOGUED = [(ch, m.name) for ch in ALL_CHAPTERS for m in MUTANTS[ch]]
+
+
+@pytest.mark.parametrize("chapter, name", CATALOGUED)
+def test_a_mistake_fails_its_own_tests_and_is_named_there(root, chapter, name):
+    entry = next(m for m in MUTANTS[chapter] if m.name == name)
+    failed = failures(root, chapter, entry)
+    assert set(failed) == set(entry.breaks), (
+        f"{name} failed {sorted(failed)}, expected {sorted(entry.breaks)}:\n"
+        + "\n".join(f"{k}: {v[:400]}" for k, v in failed.items())
+    )
+    for cell, message in failed.items():
+        assert TAG.findall(message) == [name], f"{cell} names {TAG.findall(message)}:\n{message}"
+
+
+UNKNOWN = [(ch, m.name) for ch in ALL_CHAPTERS for m in UNCATALOGUED[ch]]
+
+
+@pytest.mark.parametrize("chapter, name", UNKNOWN)
+def test_a_wrong_answer_outside_the_catalogue_is_named_as_nothing(root, chapter, name):
+    entry = next(m for m in UNCATALOGUED[chapter] if m.name == name)
+    failed = failures(root, chapter, entry)
+    assert set(failed) == set(entry.breaks), sorted(failed)
+    for cell, message in failed.items():
+        assert TAG.findall(message) == [], f"{cell}: a false diagnosis:\n{message}"
