@@ -4,6 +4,7 @@
 - :mod:`~attention_course.data.toy`: copy, reverse and sort tasks.
 - :mod:`~attention_course.data.numbers`: number words, English to French or German.
 - :mod:`~attention_course.data.dates`: dates in several locales and formats, to ISO 8601.
+- :mod:`~attention_course.data.facts`: is sentence B a reordering of sentence A's facts?
 - :mod:`~attention_course.data.digits`: scikit-learn's handwritten digits, rotated, scaled
   and shifted on a larger canvas (chapter 07).
 """

@@ -21,8 +21,8 @@ id ``pad_id`` (0, the course's convention): a padding token is never attended to
 compared vector is left out of the sums, so padding never changes the output.
 
 The baseline, :class:`LSTMPairClassifier`, encodes a and b with one shared LSTM and
-classifies from [h_a; h_b; |h_a - h_b|; h_a * h_b], the usual sentence-encoder baseline
-of the time (Bowman et al. 2015; Conneau et al. 2017).
+classifies from [h_a; h_b; |h_a - h_b|; h_a * h_b], the features of the sentence-encoder
+baselines of the time (Mou et al. 2016; Conneau et al. 2017).
 """
 
 from dataclasses import dataclass
