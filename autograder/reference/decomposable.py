@@ -25,6 +25,7 @@ classifies from [h_a; h_b; |h_a - h_b|; h_a * h_b], the features of the sentence
 baselines of the time (Mou et al. 2016; Conneau et al. 2017).
 """
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -190,8 +191,6 @@ def train_pair_classifier(
 ) -> PairHistory:
     """Adam on the cross-entropy, ``steps`` minibatches drawn from ``train`` (a, b, labels);
     the accuracy on ``test`` is measured before training and every ``eval_every`` steps."""
-    import time
-
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     history = PairHistory([0], [accuracy(model, *test)])
