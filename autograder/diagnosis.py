@@ -116,14 +116,20 @@ def _reaches(module: nn.Module, output) -> tuple | None:
         if not t.requires_grad:
             reached.append(frozenset())
             continue
+        # A fixed random projection, not a plain sum: a softmax's outputs sum to one, so
+        # the gradient of their sum is zero (up to rounding) whatever they depend on.
+        probe = torch.randn(t.shape, generator=torch.Generator().manual_seed(0))
         grads = torch.autograd.grad(
-            t.float().sum(), [p for _, p in named], allow_unused=True, retain_graph=True
+            (t.float() * probe).sum(),
+            [p for _, p in named],
+            allow_unused=True,
+            retain_graph=True,
         )
         reached.append(
             frozenset(
                 n
                 for (n, _), g in zip(named, grads, strict=True)
-                if g is not None and bool(g.abs().sum() > 0)
+                if g is not None and bool(g.abs().max() > 1e-6)
             )
         )
     return tuple(reached)
@@ -324,12 +330,34 @@ def _private(x):
         return _copy(x)
 
 
+@contextlib.contextmanager
+def _names_as(live: dict | None, names: dict):
+    """Within the block, ``live`` (a notebook's globals) holds exactly ``names``."""
+    if live is None:
+        yield
+        return
+    saved = dict(live)
+    live.clear()
+    live.update(names)
+    try:
+        yield
+    finally:
+        live.clear()
+        live.update(saved)
+
+
 class _Replay:
     """Runs a version of the exercise on the recorded calls: a mistake or the solution
     (``source``, the cell's code), or the student's own code (``originals``)."""
 
-    def __init__(self, source: str | None = None, originals: dict | None = None):
+    def __init__(
+        self, source: str | None = None, originals: dict | None = None, live: dict | None = None
+    ):
         self.source, self.originals = source, originals or {}
+        # Code defined in the notebook (the student's, and helpers that a replayed cell calls)
+        # looks its names up in the notebook's own namespace, ``live``: while a call is
+        # replayed, that namespace holds the replay's names, as they were at the call.
+        self.live = live
         self.built: dict[int, dict] = {}  # id(namespace snapshot) -> namespace with the code
 
     def namespace(self, snapshot: dict) -> dict:
@@ -346,10 +374,15 @@ class _Replay:
     def run(self, call: Call):
         """What the mistaken code gives on ``call``: ("ok", output) or ("error", exception)."""
         owner = call.name.split(".")[0]
-        target = self.namespace(call.namespace)[owner]
+        names = self.namespace(call.namespace)
+        target = names[owner]
         args, kwargs = _copy(call.args), _copy(call.kwargs)
         try:
-            with torch.set_grad_enabled(call.grad), contextlib.redirect_stdout(io.StringIO()):
+            with (
+                torch.set_grad_enabled(call.grad),
+                contextlib.redirect_stdout(io.StringIO()),
+                _names_as(self.live, names),
+            ):
                 if call.method is None:
                     torch.set_rng_state(call.rng)
                     return "ok", target(*args, **kwargs)
@@ -474,7 +507,7 @@ class Diagnosis:
         # from elsewhere: a missing name, another exercise), no mistake can be blamed.
         if not mistakes:
             return []
-        student = _Replay(originals=self.recorder.saved)
+        student = _Replay(originals=self.recorder.saved, live=self.namespace)
         reaches = []
         for call in calls:
             kind, result = (None, None)
@@ -482,12 +515,12 @@ class Diagnosis:
                 kind, result = student.run(call)
             reaches.append(result[1] if kind == "ok" else None)
         for cell in {m.cell for m in mistakes}:
-            if _matches(_Replay(cells[cell]), calls, error, reaches):
+            if _matches(_Replay(cells[cell], live=self.namespace), calls, error, reaches):
                 return []
         found = []
         for entry in mistakes:
             try:
-                replay = _Replay(apply(cells[entry.cell], entry))
+                replay = _Replay(apply(cells[entry.cell], entry), live=self.namespace)
             except ValueError:
                 continue  # the catalogue no longer fits the solution; the suite says so
             if _matches(replay, calls, error, reaches):

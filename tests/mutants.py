@@ -83,3 +83,20 @@ UNCATALOGUED: dict[str, list[Mistake]] = {
         )
     ],
 }
+
+
+def packs(mistakes: list[Mistake]) -> list[list[Mistake]]:
+    """The mistakes grouped so that no two in a group edit the same exercise or break the
+    same test cell: one submission makes all of a group's mistakes, and each still loses
+    points on its own cells only (``test_mistakes.py`` proves it of each one alone).
+    Grading a chapter's catalogue takes as many submissions as its most-catalogued exercise
+    has mistakes, not one per mistake."""
+    groups: list[list[Mistake]] = []
+    for m in mistakes:
+        for group in groups:
+            if all(o.cell != m.cell and not (o.breaks & m.breaks) for o in group):
+                group.append(m)
+                break
+        else:
+            groups.append([m])
+    return groups

@@ -2,10 +2,11 @@
 
 For each chapter one batch of submissions is graded in one run, by two worker processes:
 the solution (full marks), the untouched student notebook (zero, and the run finishes), a
-notebook that is not JSON, one whose student deleted a test cell, one submission per
-catalogued mistake (``autograder/mistakes/``), which must lose points on the exercise it
-breaks and only there and be named in the feedback, and a wrong answer outside the
-catalogue, which must lose points and be named as nothing.
+notebook that is not JSON, one whose student deleted a test cell, the catalogued mistakes
+(``autograder/mistakes/``) packed several to a notebook (no two on one exercise or one test
+cell: ``mutants.packs``), each of which must lose points on its own test cells only and be
+named there and in the feedback, and a wrong answer outside the catalogue, which must lose
+points and be named as nothing. ``test_mistakes.py`` checks each mistake alone, in-process.
 """
 
 import os
@@ -15,9 +16,10 @@ import sys
 
 import nbformat
 import pytest
-from mutants import MUTANTS, UNCATALOGUED
+from mutants import MUTANTS, UNCATALOGUED, packs
 
 from autograder.grade import read_csv
+from autograder.report import tags_by_cell
 from autograder.submissions import mutate, solved_notebook, untouched_notebook, write_submission
 
 pytestmark = pytest.mark.slow
@@ -30,9 +32,14 @@ def graded(request, root, tmp_path_factory):
     out = tmp_path_factory.mktemp(f"graded-{chapter}")
     write_submission(solved_notebook(root, chapter), submissions, "solution", chapter)
     write_submission(untouched_notebook(root, chapter), submissions, "untouched", chapter)
-    for m in MUTANTS[chapter] + UNCATALOGUED[chapter]:
+    for i, pack in enumerate(packs(MUTANTS[chapter])):
+        nb = solved_notebook(root, chapter)
+        for m in pack:
+            nb = mutate(nb, m.cell, m.old, m.new)
+        write_submission(nb, submissions, f"mistakes-{i + 1}", chapter)
+    for m in UNCATALOGUED[chapter]:
         nb = mutate(solved_notebook(root, chapter), m.cell, m.old, m.new)
-        write_submission(nb, submissions, f"mutant-{m.name}", chapter)
+        write_submission(nb, submissions, f"wrong-{m.name}", chapter)
     # a student who deleted a graded test cell: nbgrader must put it back, not skip it
     nb = solved_notebook(root, chapter)
     first_test = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade"))
@@ -115,45 +122,61 @@ def test_solution_and_untouched_notebook_are_never_diagnosed(graded):
     assert _tags(graded, "untouched") == []
 
 
-@pytest.mark.parametrize("index", range(max(len(v) for v in MUTANTS.values())))
-def test_each_mistake_is_named_in_its_feedback(graded, index):
+MAX_PACKS = max(len(packs(v)) for v in MUTANTS.values())
+
+
+def _pack(graded, index):
     chapter = graded[0]
-    if index >= len(MUTANTS[chapter]):
-        pytest.skip(f"{chapter} has fewer mistakes")
-    m = MUTANTS[chapter][index]
-    tags = _tags(graded, f"mutant-{m.name}")
-    # named where it fails (visible or hidden tests), and no other mistake named
-    assert tags and set(tags) == {m.name}, f"{m.name}: the feedback names {tags}"
+    groups = packs(MUTANTS[chapter])
+    if index >= len(groups):
+        pytest.skip(f"{chapter} has {len(groups)} submissions of mistakes")
+    return f"mistakes-{index + 1}", groups[index]
+
+
+def _cell_tags(graded, student) -> dict[str, set[str]]:
+    """Graded test cell -> the mistakes its output names, in the autograded notebook."""
+    chapter, _, out = graded
+    path = out / "nbgrader" / "autograded" / student / chapter / f"{chapter}.ipynb"
+    return tags_by_cell(nbformat.read(path, as_version=4))
+
+
+@pytest.mark.parametrize("index", range(MAX_PACKS))
+def test_each_mistake_loses_points_on_its_own_exercise_only(graded, index):
+    student, pack = _pack(graded, index)
+    scores = _scores(graded, student)
+    broken = set().union(*(m.breaks for m in pack))
+    assert broken <= set(scores), f"unknown test cells in {broken - set(scores)}"
+    for m in pack:
+        for cell in m.breaks:
+            row = scores[cell]
+            assert row.points < row.max_points, f"{m.name}: {cell} still earns full marks"
+    for cell, row in scores.items():
+        if cell not in broken:
+            assert row.points == row.max_points, (
+                f"{student} ({', '.join(m.name for m in pack)}): {cell} lost points "
+                f"({row.points}/{row.max_points})"
+            )
+
+
+@pytest.mark.parametrize("index", range(MAX_PACKS))
+def test_each_mistake_is_named_where_it_fails_and_in_the_feedback(graded, index):
+    student, pack = _pack(graded, index)
+    tags = _cell_tags(graded, student)
+    for m in pack:
+        for cell in m.breaks:
+            assert tags.get(cell) == {m.name}, f"{m.name}: {cell} names {tags.get(cell)}"
+    broken = set().union(*(m.breaks for m in pack))
+    assert set(tags) <= broken, f"mistakes named in cells that passed: {tags}"
+    assert set(_tags(graded, student)) == {m.name for m in pack}
 
 
 def test_wrong_answers_outside_the_catalogue_get_no_diagnosis(graded):
     chapter = graded[0]
     for m in UNCATALOGUED[chapter]:
-        scores = _scores(graded, f"mutant-{m.name}")
+        scores = _scores(graded, f"wrong-{m.name}")
         assert all(scores[cell].points < scores[cell].max_points for cell in m.breaks), m.name
-        assert _tags(graded, f"mutant-{m.name}") == [], f"{m.name} got a false diagnosis"
-
-
-@pytest.mark.parametrize("index", range(max(len(v) for v in MUTANTS.values())))
-def test_each_mistake_loses_points_on_its_own_exercise_only(graded, index):
-    chapter = graded[0]
-    if index >= len(MUTANTS[chapter]):
-        pytest.skip(f"{chapter} has fewer mutants")
-    m = MUTANTS[chapter][index]
-    scores = _scores(graded, f"mutant-{m.name}")
-    assert m.breaks <= set(scores), f"unknown test cells in {m.breaks}"
-    for cell, row in scores.items():
-        if cell in m.breaks:
-            assert row.points < row.max_points, f"{m.name}: {cell} still earns full marks"
-        else:
-            assert row.points == row.max_points, (
-                f"{m.name}: {cell} lost points ({row.points}/{row.max_points})"
-            )
-
-
-def test_submissions_are_valid_notebooks(root):
-    for chapter in MUTANTS:
-        nbformat.validate(solved_notebook(root, chapter))
+        assert _tags(graded, f"wrong-{m.name}") == [], f"{m.name} got a false diagnosis"
+        assert _cell_tags(graded, f"wrong-{m.name}") == {}
 
 
 def test_the_class_report_counts_each_mistake(graded):
@@ -163,8 +186,15 @@ def test_the_class_report_counts_each_mistake(graded):
     chapter, _, out = graded
     with open(out / "report" / "mistakes.csv", encoding="utf-8") as f:
         rows = {r["mistake"]: r for r in csv.DictReader(f) if r["chapter"] == chapter}
-    for m in MUTANTS[chapter]:
-        assert m.name in rows, f"the report does not count {m.name}"
-        assert rows[m.name]["students"].split() == [f"mutant-{m.name}"], rows[m.name]
-        assert rows[m.name]["says"] == m.says
+    for i, pack in enumerate(packs(MUTANTS[chapter])):
+        for m in pack:
+            assert m.name in rows, f"the report does not count {m.name}"
+            assert rows[m.name]["students"].split() == [f"mistakes-{i + 1}"], rows[m.name]
+            assert rows[m.name]["says"] == m.says
+    assert set(rows) == {m.name for m in MUTANTS[chapter]}
     assert (out / "report" / "index.html").is_file()
+
+
+def test_submissions_are_valid_notebooks(root):
+    for chapter in MUTANTS:
+        nbformat.validate(solved_notebook(root, chapter))
