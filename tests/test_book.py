@@ -11,7 +11,6 @@ import html
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from urllib.parse import urlsplit
 import nbformat
 import pytest
 import yaml
+from browser import chromium as find_chromium
 
 from autograder.leaks import MARKERS, course_secret_lines, find_leaks
 
@@ -333,19 +333,6 @@ def server(site):
     httpd.server_close()
 
 
-def _chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        message = (
-            "no chromium on PATH for the browser test: install it with "
-            "`apt-get update && apt-get install -y chromium` (never `playwright install`)"
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
-
-
 # The first non-empty <h1> (genindex.html has an empty one in the theme's header) without
 # its "#" permalink.
 HEADING_JS = """() => {
@@ -464,7 +451,7 @@ DISPLAY_CENTRE_TOLERANCE_PX = 3
 
 
 def test_pages_render_offline_in_a_browser(site, server):
-    chromium = _chromium()
+    chromium = find_chromium()
     from playwright.sync_api import sync_playwright
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

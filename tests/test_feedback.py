@@ -7,9 +7,7 @@ the conversion itself; the slow ones grade one small chapter through the course'
 command and open the page in headless Chromium with every request off the file blocked.
 """
 
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +15,7 @@ from urllib.parse import urlsplit
 
 import nbformat
 import pytest
+from browser import chromium as find_chromium
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
 from autograder.chapters import chapters_in, release_path, solution_path
@@ -223,19 +222,6 @@ def test_failing_test_message_is_still_shown(feedback):
     assert "output_text output_error" not in solution
 
 
-def _chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        message = (
-            "no chromium on PATH for the browser test: install it with "
-            "`apt-get update && apt-get install -y chromium` (never `playwright install`)"
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
-
-
 # Each rendered math element's width, and for display equations the centre of the formula
 # (its children's boxes) against the centre of the text column it sits in.
 GEOMETRY_JS = """() => {
@@ -258,7 +244,7 @@ GEOMETRY_JS = """() => {
 
 @pytest.mark.slow
 def test_page_renders_offline_in_a_browser(feedback):
-    chromium = _chromium()
+    chromium = find_chromium()
     from playwright.sync_api import sync_playwright
 
     page_file = feedback["no-scaling"]
