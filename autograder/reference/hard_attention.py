@@ -39,12 +39,13 @@ def reinforce_gradient(
     """REINFORCE estimate of d E_alpha[L] / ds from sampled locations, averaged over them.
 
     g = mean_k (L_{j_k} - b) (e_{j_k} - alpha)   (Williams 1992; Xu et al. 2015, eq. 12).
-    scores, losses: (n,); samples: (K,) sampled location indices. Returns (n,).
+    scores, losses: (n,); samples: (..., K) sampled location indices, any leading dims (one
+    estimate each). Returns (..., n).
     """
     alpha = torch.softmax(scores, dim=-1)
-    one_hot = torch.nn.functional.one_hot(samples, scores.numel()).to(scores.dtype)  # (K, n)
-    weights = (losses[samples] - baseline)[:, None]  # (K, 1)
-    return (weights * (one_hot - alpha)).mean(dim=0)
+    one_hot = torch.nn.functional.one_hot(samples, scores.numel()).to(scores.dtype)  # (..., K, n)
+    weights = (losses[samples] - baseline)[..., None]  # (..., K, 1)
+    return (weights * (one_hot - alpha)).mean(dim=-2)
 
 
 def reinforce_error(
@@ -63,8 +64,7 @@ def reinforce_error(
     draws = torch.multinomial(
         alpha.expand(trials, -1), num_samples, replacement=True, generator=generator
     )  # (trials, K)
-    one_hot = torch.nn.functional.one_hot(draws, scores.numel()).to(scores.dtype)  # (trials, K, n)
-    estimates = ((losses[draws] - baseline)[..., None] * (one_hot - alpha)).mean(dim=1)
+    estimates = reinforce_gradient(scores, losses, draws, baseline)  # (trials, n)
     return ((estimates - exact) ** 2).sum(dim=-1).mean().item()
 
 
