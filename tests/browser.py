@@ -9,6 +9,11 @@ import pytest
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 
+def launch(playwright, path: str):
+    """Headless chromium from ``path`` with the course's flags."""
+    return playwright.chromium.launch(executable_path=path, headless=True, args=CHROMIUM_ARGS)
+
+
 def chromium() -> str:
     """The path of chromium; skips the test without it, except under CI (CI=true), where a
     missing browser fails."""

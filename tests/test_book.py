@@ -24,6 +24,7 @@ import nbformat
 import pytest
 import yaml
 from browser import chromium as find_chromium
+from browser import launch
 
 from autograder.leaks import MARKERS, course_secret_lines, find_leaks
 
@@ -469,11 +470,7 @@ def test_pages_render_offline_in_a_browser(site, server):
             route.abort()
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=chromium,
-            headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
+        browser = launch(p, chromium)
         try:
             context = browser.new_context(viewport={"width": 1280, "height": 900})
             context.route("**/*", route)

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import nbformat
 import pytest
 from browser import chromium as find_chromium
+from browser import launch
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
 from autograder.chapters import chapters_in, release_path, solution_path
@@ -262,11 +263,7 @@ def test_page_renders_offline_in_a_browser(feedback):
 
     SCREENSHOT.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=chromium,
-            headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
+        browser = launch(p, chromium)
         try:
             context = browser.new_context(viewport={"width": 1280, "height": 900})
             context.route("**/*", route)
