@@ -232,6 +232,26 @@ def page_weight(site: Path, page: Path) -> int:
     return total
 
 
+def test_every_chapter_page_links_its_terms_to_the_glossary(site):
+    """One vocabulary: the glossary defines each term once, the intro and every chapter page
+    link their terms to it, every link lands on a definition, and no term goes unused."""
+    glossary = (site / "book" / "glossary.html").read_text(encoding="utf-8")
+    defined = set(re.findall(r'<dt id="(term-[^"]+)"', glossary))
+    assert len(defined) >= 30, f"the glossary defines only {len(defined)} terms"
+    pages = [f for f in toc_files() if f == "book/intro" or re.fullmatch(r"book/0\d_\w+", f)]
+    assert len(pages) >= 8, pages
+    used: set[str] = set()
+    for page in pages:
+        html_text = (site / f"{page}.html").read_text(encoding="utf-8")
+        links = set(re.findall(r'href="glossary\.html#(term-[^"]+)"', html_text))
+        assert len(links) >= 3, f"{page} links only {sorted(links)} to the glossary"
+        assert links <= defined, f"{page} links to undefined terms {sorted(links - defined)}"
+        used |= links
+    # terms the glossary's own definitions point to count as used
+    used |= set(re.findall(r'href="#(term-[^"]+)"', glossary))
+    assert defined <= used, f"glossary terms no page links to: {sorted(defined - used)}"
+
+
 def test_pages_stay_light(site):
     weights = {
         p.relative_to(site).as_posix(): page_weight(site, p)
