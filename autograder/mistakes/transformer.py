@@ -76,4 +76,38 @@ MISTAKES = [
         "done = done",
         "test_greedy_decode",
     ),
+    mistake(
+        "parameters-without-layernorm",
+        "encoder_layer_parameters",
+        "the count leaves out the gains and biases of the two LayerNorms",
+        "norms = 2 * 2 * d_model",
+        "norms = 0",
+        "test_encoder_layer_parameters",
+    ),
+    mistake(
+        "attention-parameters-per-head",
+        "encoder_layer_parameters",
+        "every head is counted with its own d_model x d_model projections, so the count grows "
+        "with the number of heads",
+        "attention = 4 * d_model * d_model",
+        "attention = 4 * num_heads * d_model * d_model",
+        "test_encoder_layer_parameters",
+    ),
+    mistake(
+        "shift-rotates-by-minus-k",
+        "relative_shift",
+        "M is the transpose of the right matrix (the one for column vectors): each pair turns "
+        "by -k, so PE[pos] @ M is PE[pos - k]",
+        "shift[even + 1, even] = sin\n    shift[even, even + 1] = -sin",
+        "shift[even + 1, even] = -sin\n    shift[even, even + 1] = sin",
+        "test_relative_shift",
+    ),
+    mistake(
+        "shift-frequency-i-instead-of-2i",
+        "relative_shift",
+        "pair i turns by k / 10000^(i / d_model) instead of k / 10000^(2i / d_model)",
+        "10000 ** (even / d_model)",
+        "10000 ** (even / 2 / d_model)",
+        "test_relative_shift",
+    ),
 ]
