@@ -71,4 +71,46 @@ MISTAKES = [
         "multiply_adds = projections + per_head",
         "test_multi_head_cost",
     ),
+    mistake(
+        "rank-of-full-width",
+        "head_score_rank",
+        "the rank is bounded by d_model, the width before the split, instead of d_k, the "
+        "width of one head",
+        "rank = min(T_q, T_k, d_k)",
+        "rank = min(T_q, T_k, d_model)",
+        "test_head_score_rank",
+    ),
+    mistake(
+        "rank-ignores-sequence-lengths",
+        "head_score_rank",
+        "the rank is d_k whatever T_q and T_k, but a T_q x T_k matrix has rank at most "
+        "min(T_q, T_k)",
+        "rank = min(T_q, T_k, d_k)",
+        "rank = d_k",
+        "test_head_score_rank",
+    ),
+    mistake(
+        "weights-bytes-of-one-head",
+        "attention_weights_bytes",
+        "the attention weights are counted for one head instead of num_heads",
+        "batch * num_heads * T_q * T_k * dtype.itemsize",
+        "batch * T_q * T_k * dtype.itemsize",
+        "test_attention_weights_bytes",
+    ),
+    mistake(
+        "bytes-assume-float32",
+        "attention_weights_bytes",
+        "every number takes 4 bytes, whatever the dtype",
+        "dtype.itemsize",
+        "4",
+        "test_attention_weights_bytes",
+    ),
+    mistake(
+        "block-not-capped-at-keys",
+        "attention_weights_bytes",
+        "a block is counted with block_size keys even when there are fewer keys than that",
+        "min(block_size, T_k)",
+        "block_size",
+        "test_attention_weights_bytes",
+    ),
 ]
