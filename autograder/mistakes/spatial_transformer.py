@@ -96,4 +96,66 @@ MISTAKES = [
         "[[c / scale, s / scale, -t_x], [-s / scale, c / scale, -t_y]]",
         "test_undo_distortion",
     ),
+    mistake(
+        "compose-in-the-order-applied",
+        "compose_theta",
+        "theta_2 times theta_1, in the order the transforms act on the image, instead of theta_1 "
+        "times theta_2 (theta maps the output's points to the input's)",
+        "theta = theta_1 @ torch.cat([theta_2, bottom], dim=1)",
+        "theta = theta_2 @ torch.cat([theta_1, bottom], dim=1)",
+        "test_compose_theta",
+    ),
+    mistake(
+        "compose-shifts-added",
+        "compose_theta",
+        "the 2 x 2 parts are multiplied and the shifts added, so theta_1 does not act on theta_2's "
+        "shift",
+        "theta = theta_1 @ torch.cat([theta_2, bottom], dim=1)",
+        "theta = torch.cat([theta_1[..., :2] @ theta_2[..., :2], theta_1[..., 2:] + theta_2[..., 2:]], dim=-1)",
+        "test_compose_theta",
+    ),
+    mistake(
+        "compose-bottom-row-zero",
+        "compose_theta",
+        "theta_2 is completed with a bottom row of zeros instead of (0, 0, 1), so theta_1's shift "
+        "is lost",
+        "torch.tensor([0.0, 0.0, 1.0]",
+        "torch.tensor([0.0, 0.0, 0.0]",
+        "test_compose_theta",
+    ),
+    mistake(
+        "reinforce-error-not-divided-by-k",
+        "reinforce_mse",
+        "the error is that of one sample whatever K, though the mean of K independent estimates "
+        "has 1 / K of their variance",
+        ".item() / num_samples",
+        ".item()",
+        "test_reinforce_mse",
+    ),
+    mistake(
+        "reinforce-error-divided-by-k-squared",
+        "reinforce_mse",
+        "the error falls as 1 / K^2 instead of 1 / K: averaging K estimates divides their "
+        "standard deviation by sqrt(K), not by K",
+        ".item() / num_samples",
+        ".item() / num_samples**2",
+        "test_reinforce_mse",
+    ),
+    mistake(
+        "reinforce-error-around-zero",
+        "reinforce_mse",
+        "the mean of ||g||^2 instead of ||g - grad||^2: the squared length of the exact gradient "
+        "is not subtracted",
+        "((g - exact) ** 2)",
+        "(g**2)",
+        "test_reinforce_mse",
+    ),
+    mistake(
+        "reinforce-error-without-baseline",
+        "reinforce_mse",
+        "the baseline is left out: the estimate is L_j (e_j - alpha) whatever b is",
+        "(losses - baseline)[:, None]",
+        "losses[:, None]",
+        "test_reinforce_mse",
+    ),
 ]
