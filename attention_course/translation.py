@@ -44,8 +44,16 @@ BUCKETS: tuple[tuple[int, int], ...] = ((0, 4), (5, 9), (10, 14), (15, 19), (20,
 
 @dataclass(frozen=True)
 class ExperimentSettings:
-    """Data, model size and training budget shared by chapters 01 and 02, so that the two
-    chapters' models are compared on equal terms (Bahdanau et al. 2015, Figure 2)."""
+    """Data, model sizes and training budgets of chapters 01 and 02 (Bahdanau et al. 2015,
+    Figure 2).
+
+    The models without and with attention share the data, ``d_emb``, ``d_hidden``, the
+    batch, the learning-rate schedule and the seeds. They differ in parameters (at these
+    sizes the attention model has about 1.44 times as many) and in steps (``max_steps``
+    without attention, ``max_steps_attention`` with it). The control with as many
+    parameters as the attention model is ``"no attention, matched parameters"`` in
+    :mod:`autograder.reference.experiments`.
+    """
 
     tgt_lang: str = "de"  # English to German number words
     num_train: int = 10000

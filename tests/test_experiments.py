@@ -31,9 +31,11 @@ def test_check_targets_names_each_missed_target():
         [
             row("no attention", [0.9, 0.9, 0.9, 0.8, 0.7]),
             row("attention", [1.0, 1.0, 0.9, 0.85, 0.8]),
+            row("no attention, matched parameters", [0.95, 0.95, 0.9, 0.85, 0.8]),
         ]
     )
     assert any("drop 0.20 < 0.30" in m for m in missed)
+    assert any("matched parameters, seed 0: drop 0.15 < 0.30" in m for m in missed)
     assert any("spread 0.20 > 0.10" in m for m in missed)
     assert any("overall" in m for m in missed)
 
@@ -43,3 +45,73 @@ def test_attention_keeps_its_accuracy_on_long_sources_and_the_bottleneck_does_no
     trained = run(FULL_SETTINGS, seeds=(0,), models=("no attention", "attention"), verbose=False)
     rows = [t.row() for t in trained]
     assert check_targets(rows) == [], rows
+
+
+@pytest.fixture(scope="module")
+def small_data():
+    """Number words with the full data's vocabularies (37 English, 36 German tokens), fast."""
+    from attention_course.translation import number_translation_data
+
+    data = number_translation_data(FULL_SETTINGS.tgt_lang, 1000, 2, seed=0)
+    assert (len(data.src_vocab), len(data.tgt_vocab)) == (37, 36)
+    return data
+
+
+def test_matched_model_has_as_many_parameters_as_the_attention_model(small_data):
+    from dataclasses import replace
+
+    from autograder.reference.experiments import (
+        MATCHED,
+        PARAMETER_TOLERANCE,
+        matched_hidden,
+        parameter_count,
+        parameter_counts,
+    )
+
+    cfg = FULL_SETTINGS
+    counts = parameter_counts(small_data, cfg)
+    target = counts["attention"]
+    assert counts["no attention"] < target  # the comparison the control is for
+    assert abs(counts[MATCHED] - target) <= PARAMETER_TOLERANCE * target, counts
+    # the closest hidden size: one unit less or more is no closer
+    H = matched_hidden(small_data, cfg)
+    assert H > cfg.d_hidden
+    for other in (H - 1, H + 1):
+        count = parameter_count("no attention", small_data, replace(cfg, d_hidden=other))
+        assert abs(count - target) >= abs(counts[MATCHED] - target)
+
+
+def test_matched_model_trains_for_the_steps_of_the_model_without_attention(small_data):
+    from dataclasses import replace
+
+    from autograder.reference.experiments import MATCHED, matched_hidden, train_reference
+
+    cfg = replace(GRADING_SETTINGS, max_steps=3, max_steps_attention=2, seconds=60.0)
+    row = train_reference(MATCHED, small_data, cfg, seed=0).row()
+    assert row["planned_steps"] == row["steps"] == 3
+    assert row["d_hidden"] == matched_hidden(small_data, cfg)
+
+
+def test_figure2_json_has_what_chapter_02_reads(small_data):
+    """benchmarks/figure2.json (``python -m benchmarks.figure2 ... --write``): the rows the
+    page's table reads, at the chapters' settings, every run at its planned steps."""
+    import json
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from autograder.reference.experiments import MATCHED, parameter_counts
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "figure2.json"
+    table = json.loads(path.read_text())
+    config = {k: v for k, v in table["config"].items() if k != "seconds"}
+    assert config == {k: v for k, v in asdict(FULL_SETTINGS).items() if k != "seconds"}
+    assert table["parameters"] == parameter_counts(small_data, FULL_SETTINGS)
+    assert table["stopped_short"] == []
+    for model in ("no attention", "attention", MATCHED):
+        rows = [r for r in table["rows"] if r["model"] == model]
+        assert sorted(r["seed"] for r in rows) == [0, 1, 2], model
+        for r in rows:
+            assert r["params"] == table["parameters"][model]
+            assert r["steps"] == r["planned_steps"]
+            assert len(r["accuracy"]) == len(r["buckets"]) == 5
+            assert {"overall", "d_hidden", "train_s"} <= r.keys()
