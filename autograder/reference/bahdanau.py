@@ -21,6 +21,13 @@ form (their eq. 9-10), which scores only a window of 2D+1 source positions per s
 
 where align is the masked softmax of the scores over the real positions of the window.
 
+Luong et al. also proposed *input feeding* (their section 3.3): the attentional vector
+h~_{t-1} = tanh(W_c [c_{t-1}; h_{t-1}]) of the previous step joins the next step's input,
+h_t = LSTM([E y_{t-1}; h~_{t-1}], h_{t-1}), so that the decoder knows where it attended
+before. ``AttentionDecoder(..., input_feeding=True)`` gives the course's decoder its
+closest form (see :class:`AttentionDecoder`): the previous step's context joins the GRU's
+input, s_i = GRU([E y_{i-1}; c_i; c_{i-1}], s_{i-1}) with c_0 = 0.
+
 Shapes: B batch, S source length, T target length, V vocabulary, H_dec decoder state
 size, H_enc encoder state size, A attention size. Mask convention: ``src_mask[b, j]`` is
 True where source position j of sequence b is a real token, False at padding. A fully
@@ -189,7 +196,8 @@ class AttentionDecoder(nn.Module):
     """One step of Bahdanau's decoder.
 
     step(prev_token (B,), hidden s_{i-1} (B, H_dec), enc_states (B, S, H_enc),
-    src_mask (B, S), keys=None) -> logits (B, V), hidden s_i (B, H_dec), weights (B, S).
+    src_mask (B, S), keys=None) -> logits (B, V), hidden s_i (B, H_dec), weights (B, S)
+    (with ``input_feeding``, hidden is the pair (s, c) (B, H_dec), (B, H_enc): see below).
 
     The previous state s_{i-1} scores every source position; the context c_i enters the
     GRU with the previous token, and the output layer reads [s_i; c_i] (a simplification
@@ -199,6 +207,21 @@ class AttentionDecoder(nn.Module):
     half-width ``window`` = D: s_{i-1} predicts a position p (:class:`LocalPPosition`), and
     only the 2D + 1 source positions around it are scored (all S when S <= 2D + 1), with
     :func:`local_p_weights`. The weights returned are still (B, S), zero outside the window.
+
+    ``input_feeding=True`` adds Luong's input feeding, in the form this decoder allows:
+
+        s_i = GRU([E y_{i-1}; c_i; c_{i-1}], s_{i-1}),   c_0 = 0.
+
+    Luong feeds the previous attentional vector h~_{t-1} = tanh(W_c [c_{t-1}; h_{t-1}]),
+    the vector its output layer reads. Here step i - 1's output layer reads
+    [s_{i-1}; c_{i-1}] itself (W_c and the tanh folded into one linear layer), and of the
+    two the GRU already has s_{i-1} as its state, so c_{i-1} is fed: H_enc more input columns,
+    3 H_dec H_enc more parameters in the GRU, nothing else. The decoder state is then the
+    pair (s_i, c_i): ``step`` takes ``hidden`` = (s_{i-1}, c_{i-1}), or a bare s_0 at the
+    first step (then c_0 = 0, so greedy decoding and teacher forcing start from the
+    encoder's final state unchanged), and returns (s_i, c_i). Note that Bahdanau's decoder
+    already feeds c_i into s_i, which scores step i + 1; input feeding adds a direct copy
+    of c_{i-1} one step later. It works with either ``attention``.
     """
 
     def __init__(
@@ -211,6 +234,7 @@ class AttentionDecoder(nn.Module):
         score: str = "additive",
         attention: str = "global",
         window: int = 4,
+        input_feeding: bool = False,
     ):
         super().__init__()
         if attention not in ("global", "local-p"):
@@ -220,11 +244,13 @@ class AttentionDecoder(nn.Module):
         d_enc = d_hidden if d_enc is None else d_enc
         d_attn = d_hidden if d_attn is None else d_attn
         self.attention, self.window = attention, window
+        self.input_feeding = input_feeding
         self.embedding = nn.Embedding(vocab_size, d_emb, padding_idx=0)
         self.score = make_score(score, d_hidden, d_enc, d_attn)
         if attention == "local-p":
             self.position = LocalPPosition(d_hidden, d_attn)
-        self.cell = nn.GRUCell(d_emb + d_enc, d_hidden)
+        d_fed = d_enc if input_feeding else 0  # the columns that c_{i-1} adds
+        self.cell = nn.GRUCell(d_emb + d_enc + d_fed, d_hidden)
         self.out = nn.Linear(d_hidden + d_enc, vocab_size)
 
     def attend_local_p(self, hidden, enc_states, src_mask, keys=None):
@@ -247,6 +273,12 @@ class AttentionDecoder(nn.Module):
         return alpha, context(a, states)
 
     def step(self, prev_token, hidden, enc_states, src_mask, keys=None):
+        if self.input_feeding:
+            # the state (s_{i-1}, c_{i-1}); a bare s_0 starts with c_0 = 0
+            if isinstance(hidden, tuple):
+                hidden, c_prev = hidden  # (B, H_dec), (B, H_enc)
+            else:
+                c_prev = enc_states.new_zeros(enc_states.size(0), enc_states.size(-1))
         if self.attention == "local-p":
             alpha, c = self.attend_local_p(hidden, enc_states, src_mask, keys)
         else:
@@ -254,9 +286,16 @@ class AttentionDecoder(nn.Module):
             alpha = masked_softmax(e, src_mask)  # alpha_ij  (B, S)
             c = context(alpha, enc_states)  # c_i = sum_j alpha_ij h_j  (B, H_enc)
         y = self.embedding(prev_token)  # (B, E)
-        # s_i = GRU([E y_{i-1}; c_i], s_{i-1})
-        hidden = self.cell(torch.cat([y, c], dim=-1), hidden)  # (B, H_dec)
+        if self.input_feeding:
+            # s_i = GRU([E y_{i-1}; c_i; c_{i-1}], s_{i-1})
+            x = torch.cat([y, c, c_prev], dim=-1)  # (B, E + 2 H_enc)
+        else:
+            # s_i = GRU([E y_{i-1}; c_i], s_{i-1})
+            x = torch.cat([y, c], dim=-1)  # (B, E + H_enc)
+        hidden = self.cell(x, hidden)  # (B, H_dec)
         logits = self.out(torch.cat([hidden, c], dim=-1))  # (B, V)
+        if self.input_feeding:
+            return logits, (hidden, c), alpha  # c_i is fed to step i + 1
         return logits, hidden, alpha
 
 

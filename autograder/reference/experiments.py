@@ -133,7 +133,11 @@ def build(name: str, data: TranslationData, cfg: ExperimentSettings) -> torch.nn
     V_src, V_tgt = len(data.src_vocab), len(data.tgt_vocab)
     encoder = Encoder(V_src, cfg.d_emb, cfg.d_hidden)
     if name.startswith("attention"):
-        decoder = AttentionDecoder(V_tgt, cfg.d_emb, cfg.d_hidden, d_attn=cfg.d_attn)
+        # "attention, input feeding": Luong's input feeding (chapter 02), s_i also reads c_{i-1}
+        feeding = "input feeding" in name
+        decoder = AttentionDecoder(
+            V_tgt, cfg.d_emb, cfg.d_hidden, d_attn=cfg.d_attn, input_feeding=feeding
+        )
         return Seq2SeqAttention(encoder, decoder)
     return Seq2Seq(encoder, Decoder(V_tgt, cfg.d_emb, cfg.d_hidden))
 
