@@ -82,6 +82,21 @@ def _parser() -> argparse.ArgumentParser:
         help="grade N submissions at once, each kernel on one thread; 1 grades them one "
         "after another in this process (default: one per core)",
     )
+    p.add_argument(
+        "--cell-timeout",
+        type=_positive_int,
+        default=None,
+        metavar="SECONDS",
+        help="interrupt a cell that runs longer (default: 180); the next cells still run",
+    )
+    p.add_argument(
+        "--no-sandbox",
+        dest="sandbox",
+        action="store_false",
+        help="run the kernels without bubblewrap's sandbox and its limits: UNSAFE, student "
+        "code then runs with your permissions (only for a machine without bwrap that holds "
+        "nothing else)",
+    )
     p = sub.add_parser(
         "report",
         help="per exercise, the class's scores and known mistakes: OUT/report/index.html and CSV",
@@ -116,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         from autograder.grade import CELLS_CSV, GRADES_CSV, grade
 
+        if not args.sandbox:
+            print(
+                "warning: --no-sandbox: the submissions' code runs with your permissions, "
+                "network and files, without memory or CPU limits",
+                file=sys.stderr,
+            )
         report = grade(
             root,
             args.submissions,
@@ -123,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             args.chapters,
             workers=args.workers,
             regrade=args.regrade,
+            sandbox=args.sandbox,
+            cell_timeout=args.cell_timeout,
         )
         for (student, chapter), (points, max_points) in sorted(report.totals().items()):
             print(f"{student:20s} {chapter:28s} {points:g} / {max_points:g}")

@@ -26,6 +26,12 @@ the operator it asks the student to write, rebinds what the tests use or writes 
 One bad submission never stops the batch: an unreadable notebook, a missing one or one
 whose kernel dies gets zero points on every cell, with the reason in the ``status`` column.
 
+Each kernel runs in a sandbox (``autograder/sandbox.py``: bubblewrap, a read-only
+filesystem, a private /tmp, no network, memory and CPU-time limits; ``OUT``, the
+submissions and the solution notebooks hidden), each cell for at most ``cell_timeout``
+seconds, and a cell's output is cut at ``sandbox.MAX_OUTPUT_CHARS`` characters.
+``sandbox=False`` (``--no-sandbox``) runs the kernels as plain nbgrader does: unsafe.
+
 Nothing is lost by grading again into the same ``OUT``: the gradebook and the working
 folders stay (manual grades and comments included), the gradebook is copied to
 ``OUT/backups/`` first, and a submission whose notebook and chapter are the same as when it
@@ -52,6 +58,7 @@ import random
 import re
 import shutil
 import sqlite3
+import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -65,8 +72,9 @@ import nbformat
 
 from attention_course.runtime import GRADING_ENV
 from autograder.chapters import ALL_CHAPTERS, CourseError, chapters_in, solution_path
-from autograder.nbgrader_settings import COURSE_ID, course_config
+from autograder.nbgrader_settings import COURSE_ID, course_config, grading_settings
 from autograder.release import nbgrader_api, validate_solution_notebook
+from autograder.sandbox import NOT_GRADED, check_sandbox
 
 CSV_COLUMNS = ("student", "chapter", "cell", "points", "max_points", "status")
 
@@ -217,19 +225,28 @@ def grade(
     log=print,
     workers: int | None = None,
     regrade: bool = False,
+    sandbox: bool = True,
+    cell_timeout: int | None = None,
 ) -> GradeReport:
     """Grade every submission under ``submissions`` into ``out``; write the CSV files and
     feedback.
 
     ``workers`` processes grade at once (default: one per core); 1 grades in this process.
     Submissions already graded into ``out`` and unchanged since are skipped unless
-    ``regrade``.
+    ``regrade``. Each kernel runs in the sandbox (``autograder/sandbox.py``; a
+    ``CourseError`` says what to install when it cannot be made) unless ``sandbox`` is
+    False, and a cell may run ``cell_timeout`` seconds (default
+    ``nbgrader_settings.CELL_TIMEOUT_S``).
     """
     start = time.perf_counter()
     if workers is None:
         workers = os.cpu_count() or 1
     if workers < 1:
         raise CourseError(f"workers must be at least 1, not {workers}")
+    if cell_timeout is not None and cell_timeout < 1:
+        raise CourseError(f"the cell timeout must be at least 1 s, not {cell_timeout}")
+    if sandbox:
+        check_sandbox()
     _ignore_nbgrader_warnings()
     known = chapters_in(root)
     if chapters:
@@ -254,7 +271,11 @@ def grade(
     else:
         ledger.forget()  # the scores it recorded are gone with the gradebook
     shutil.rmtree(work / ".running", ignore_errors=True)  # left by an interrupted run
-    api = nbgrader_api(grading_config(work, db))
+    # What a kernel must not see: the gradebook (it holds the hidden tests), the other
+    # submissions, the solution notebooks.
+    hidden = _hideable([out, submissions, root / "solutions"], [root])
+    settings = (sandbox, cell_timeout, tuple(str(h) for h in hidden))
+    api = nbgrader_api(grading_config(work, db, *settings))
 
     wanted = sorted({ch for chs in found.values() for ch in chs}, key=ALL_CHAPTERS.index)
     solution_hashes = {}
@@ -334,7 +355,7 @@ def grade(
             reason, seconds = _run_job(api, job)
             finish(job, reason, seconds)
     else:
-        _run_in_pools(jobs, workers, (str(work), str(db)), finish)
+        _run_in_pools(jobs, workers, (str(work), str(db), *settings), finish)
     shutil.rmtree(work / ".running", ignore_errors=True)
 
     for student, chapter in sorted(reasons):
@@ -515,11 +536,18 @@ def _withhold_flagged(root: Path, out: Path, report: GradeReport) -> list[GradeR
     return rows
 
 
-def grading_config(work: Path, db: Path):
-    """The nbgrader configuration for grading in ``work`` with the gradebook ``db``; built
-    from two paths so that each worker process can build its own."""
+def grading_config(
+    work: Path,
+    db: Path,
+    sandbox: bool = True,
+    cell_timeout: int | None = None,
+    hidden: tuple[str, ...] = (),
+):
+    """The nbgrader configuration for grading in ``work`` with the gradebook ``db``, the
+    kernels in the sandbox (unless ``sandbox`` is False) with the folders ``hidden`` from
+    them; built from plain values so that each worker process can build its own."""
     work, db = Path(work), Path(db)
-    return course_config(
+    config = course_config(
         work,
         db_url=f"sqlite:///{db.resolve()}",
         source_directory=work / "source",
@@ -528,6 +556,19 @@ def grading_config(work: Path, db: Path):
         autograded_directory=work / "autograded",
         feedback_directory=work / "feedback",
     )
+    return grading_settings(config, sandbox, cell_timeout, hidden)
+
+
+def _hideable(folders: list[Path], needed: list[Path]) -> list[Path]:
+    """The ``folders`` that a kernel can do without: none holds the course (``needed``) or
+    the Python it runs."""
+    needed = [Path(p).resolve() for p in (*needed, sys.prefix, sys.base_prefix)]
+    keep = []
+    for folder in folders:
+        folder = Path(folder).resolve()
+        if folder.is_dir() and not any(n == folder or folder in n.parents for n in needed):
+            keep.append(folder)
+    return keep
 
 
 def _ignore_nbgrader_warnings() -> None:
@@ -563,13 +604,14 @@ def _run_job(api, job: Job) -> tuple[str | None, float]:
 _worker_api = None
 
 
-def _start_worker(work: str, db: str) -> None:
-    """Set up a worker process: grading mode and one thread for every kernel it starts."""
+def _start_worker(work: str, db: str, *settings) -> None:
+    """Set up a worker process: grading mode and one thread for every kernel it starts;
+    ``settings`` are ``grading_config``'s (sandbox, cell timeout, hidden folders)."""
     global _worker_api
     os.environ.update(ONE_THREAD_ENV)
     os.environ[GRADING_ENV] = "1"
     _ignore_nbgrader_warnings()
-    _worker_api = nbgrader_api(grading_config(Path(work), Path(db)))
+    _worker_api = nbgrader_api(grading_config(Path(work), Path(db), *settings))
 
 
 def _work(job: Job) -> tuple[str | None, float]:
@@ -645,6 +687,10 @@ def _autograde_one(
     with grading_environment():
         result = _retrying(lambda: api.autograde(chapter, student, force=True, create=True))
     if not result["success"]:
+        said = f"{result.get('log') or ''}\n{result.get('error') or ''}"
+        why = re.search(re.escape(NOT_GRADED) + r".*", said)  # the kernel died, say
+        if why:
+            return why.group(0).strip()
         last = (result.get("error") or result.get("log") or "").strip().splitlines()[-1:]
         return "not graded: nbgrader failed (" + (last[0] if last else "no message") + ")"
     feedback = _retrying(lambda: api.generate_feedback(chapter, student, force=True))

@@ -21,7 +21,22 @@ CODE_STUB = (
 
 # A cell may run this long before the kernel is interrupted. Generous, because a loaded
 # machine can take 10 s just to import torch (TOOLING.md); grading mode keeps training short.
+# ``grade --cell-timeout`` sets another.
 CELL_TIMEOUT_S = 180
+
+# What ``grade`` runs on each submission: nbgrader's autograde steps, with its Execute
+# replaced by the course's (autograder/sandbox.py: the kernel in a sandbox, each cell's
+# output capped while it runs). LimitOutput (at most 1000 lines of a cell's text, 100 of a
+# traceback) is nbgrader's own and stays.
+AUTOGRADE_PREPROCESSORS = [
+    "autograder.sandbox.GradingExecute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
 
 # The feedback page's template, autograder/templates/course_feedback: nbgrader's, with the
 # tests named and nothing loaded from another host.
@@ -58,6 +73,23 @@ def configure(c: Config) -> Config:
     # call; the settings of the exporter that GenerateFeedback makes, given here, win over it.
     c.GenerateFeedback.HTMLExporter.template_name = FEEDBACK_TEMPLATE
     c.GenerateFeedback.HTMLExporter.extra_template_basedirs = [str(FEEDBACK_TEMPLATES)]
+    return c
+
+
+def grading_settings(
+    c: Config,
+    sandbox: bool = True,
+    cell_timeout: int | None = None,
+    hidden: list[str] | tuple[str, ...] = (),
+) -> Config:
+    """Add to ``c`` how ``grade`` runs a submission: in the sandbox (unless ``sandbox`` is
+    False), with the folders ``hidden`` from it, and ``cell_timeout`` seconds per cell
+    (default ``CELL_TIMEOUT_S``)."""
+    c.Autograde.autograde_preprocessors = list(AUTOGRADE_PREPROCESSORS)
+    c.GradingExecute.sandbox = sandbox
+    c.SandboxedKernelManager.hidden = [str(folder) for folder in hidden]
+    if cell_timeout is not None:
+        c.Execute.timeout = int(cell_timeout)
     return c
 
 

@@ -1,0 +1,330 @@
+"""The sandbox every grading kernel runs in, and the limits it runs under.
+
+``grade`` runs each submission's kernel inside bubblewrap (``bwrap``, Debian's package
+``bubblewrap``), under resource limits set by ``prlimit`` (util-linux)::
+
+    bwrap --ro-bind / / --dev /dev --proc /proc --remount-ro /proc
+          --size 536870912 --tmpfs /tmp
+          --tmpfs /run --remount-ro /run
+          --tmpfs OUT --remount-ro OUT  (and SUBMISSIONS, the course's solutions/)
+          --bind SOCKETS SOCKETS --chdir /tmp
+          --setenv HOME /tmp --setenv TMPDIR /tmp --setenv JPY_PARENT_PID 1
+          --unshare-all --die-with-parent --cap-drop ALL
+          -- prlimit --as=MEMORY --cpu=CPU:CPU+10 --core=0
+          -- python -m ipykernel_launcher -f SOCKETS/kernel.json ...
+
+- the whole filesystem is read-only: the course, the reference implementations and the
+  virtual environment can be read (the tests import them) but not changed;
+- ``/tmp`` is a private, empty, size-limited folder in memory, and also the kernel's
+  working directory and ``HOME``: what a notebook writes there is thrown away with it;
+- the grader's output folder, the submissions and the solution notebooks are hidden
+  (empty folders), so a notebook can neither print the hidden tests (the gradebook holds
+  them) nor read another student's work; ``/run`` too, where local servers keep their
+  sockets (a PostgreSQL gradebook's, say);
+- no network (a network namespace of its own, with only a loopback device), no other
+  process to see (a PID namespace of its own), no capabilities even when the grader
+  runs as root (and ``/proc`` read-only, so no kernel setting can be written);
+- the kernel talks to the grader over ZeroMQ on Unix sockets (``transport = "ipc"``), in a
+  folder of its own that is bound into the sandbox, since TCP on the loopback of the
+  grader's network namespace cannot be reached from the kernel's;
+- ``--die-with-parent``: when the grading process dies, its kernel dies with it.
+
+The limits, per kernel (``memory_limit()``, ``cpu_limit()``), and the output cap
+(``MAX_OUTPUT_CHARS``) are explained where they are set below. The cell timeout is
+``nbgrader_settings.CELL_TIMEOUT_S``.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from jupyter_client.manager import AsyncKernelManager
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbgrader.preprocessors import Execute
+from traitlets import Bool, Integer, List, Unicode
+
+from autograder.chapters import CourseError
+
+# Address space (RLIMIT_AS) of a grading kernel. PyTorch reserves far more virtual memory
+# than it touches: the solution kernels of the seven chapters, in grading mode on one
+# thread, peak at 1.4-2.0 GB of address space (VmPeak; chapter 07 the most) for 0.4-0.85 GB
+# resident (VmHWM), and each further thread reserves about 65 MB more (its stack and its
+# malloc arena). 4 GiB, plus 128 MiB per thread beyond the first, leaves twice the largest
+# need; a notebook that asks for more gets a MemoryError (a RuntimeError from PyTorch's
+# allocator) on that allocation, instead of taking the memory of the other kernels.
+MEMORY_LIMIT = 4 * 2**30
+THREAD_MEMORY = 128 * 2**20
+
+# CPU time of a grading kernel, all its threads together, for the whole notebook, per
+# thread it may use: the backstop for what the cell timeout cannot stop (a loop that
+# catches the interrupt). The solutions use 8-19 s of CPU in grading mode on one thread
+# (up to 67 s on two, spin-waits included); past the limit the kernel gets SIGXCPU and
+# dies, and the submission is not graded ("the kernel died ... SIGXCPU").
+CPU_LIMIT_S = 600
+
+# The private /tmp (also the working directory and HOME) is a tmpfs of this size: a
+# notebook that writes more gets "No space left on device", and the disk never fills.
+TMP_SIZE = 512 * 2**20
+
+# Output a cell may keep, in characters, counted over its outputs as they arrive: the
+# rest is dropped while the cell runs (so the grader never holds megabytes) and a line
+# says how much. nbgrader's LimitOutput then keeps at most 1000 lines of a cell's text.
+MAX_OUTPUT_CHARS = 50_000
+
+# Begins the line GradingExecute logs when a notebook cannot be run to its end; ``grade``
+# finds it in nbgrader's log and gives the rest of the line as the submission's status.
+NOT_GRADED = "not graded: "
+
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: `sudo apt-get update && sudo apt-get install -y "
+    "bubblewrap`), or grade with --no-sandbox on a machine that holds nothing else "
+    "(unsafe: student code then runs with your permissions)"
+)
+
+
+def kernel_threads() -> int:
+    """The threads a kernel started now may compute on: OMP_NUM_THREADS (``grade`` sets 1
+    with more than one worker), else one per core."""
+    try:
+        threads = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        threads = 0
+    return max(1, threads or os.cpu_count() or 1)
+
+
+def memory_limit() -> int:
+    """RLIMIT_AS of a kernel started now, in bytes."""
+    return MEMORY_LIMIT + THREAD_MEMORY * (kernel_threads() - 1)
+
+
+def cpu_limit() -> int:
+    """RLIMIT_CPU of a kernel started now, in seconds."""
+    return CPU_LIMIT_S * kernel_threads()
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+def check_sandbox() -> None:
+    """Raise ``CourseError`` with what to do when the sandbox cannot be made here."""
+    bwrap = bwrap_path()
+    if bwrap is None:
+        raise CourseError(
+            f"grading runs each kernel in a sandbox, but bwrap is missing: {INSTALL_HINT}"
+        )
+    with tempfile.TemporaryDirectory() as folder:
+        command = sandbox_command(["true"], folder, [])
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            result = subprocess.CompletedProcess(command, 1, "", str(error))
+    if result.returncode != 0:
+        raise CourseError(
+            "grading runs each kernel in a sandbox, but bwrap could not make one here "
+            f"({(result.stderr or '').strip() or f'exit status {result.returncode}'}); "
+            "bubblewrap needs user namespaces (or root): "
+            f"{INSTALL_HINT}"
+        )
+
+
+def sandbox_command(
+    command: list[str],
+    sockets: str,
+    hidden: list[str],
+    memory: int | None = None,
+    cpu: int | None = None,
+    tmp_size: int = TMP_SIZE,
+) -> list[str]:
+    """``command`` wrapped in bwrap and prlimit (see the module's docstring); ``sockets`` is
+    the one folder the sandbox may write outside its private /tmp, ``hidden`` the folders
+    it sees empty."""
+    memory = memory_limit() if memory is None else memory
+    cpu = cpu_limit() if cpu is None else cpu
+    bwrap = bwrap_path() or "bwrap"
+    prlimit = shutil.which("prlimit") or "prlimit"
+    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    args += ["--remount-ro", "/proc"]
+    args += ["--size", str(tmp_size), "--tmpfs", "/tmp"]
+    for folder in ["/run", *hidden]:  # seen empty and read-only
+        if Path(folder).is_dir():
+            args += ["--tmpfs", str(folder), "--remount-ro", str(folder)]
+    args += ["--bind", sockets, sockets, "--chdir", "/tmp"]
+    args += ["--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp"]
+    # ipykernel exits when its parent is not the process named here, and inside its PID
+    # namespace the kernel's parent is bwrap; 1 turns that watch off (--die-with-parent
+    # does its job).
+    args += ["--setenv", "JPY_PARENT_PID", "1"]
+    args += ["--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--"]
+    # SIGXCPU at the CPU limit (the kernel dies of it), SIGKILL 10 s later if it is caught
+    limits = [prlimit, f"--as={memory}", f"--cpu={cpu}:{cpu + 10}", "--core=0", "--"]
+    return args + limits + list(command)
+
+
+class SandboxedKernelManager(AsyncKernelManager):
+    """A kernel manager that starts its kernel in the sandbox, talking over Unix sockets."""
+
+    memory_limit = Integer(None, allow_none=True, config=True, help="RLIMIT_AS, bytes")
+    cpu_limit = Integer(None, allow_none=True, config=True, help="RLIMIT_CPU, seconds")
+    tmp_size = Integer(TMP_SIZE, config=True, help="size of the kernel's private /tmp, bytes")
+    hidden = List(Unicode(), config=True, help="folders the kernel sees empty")
+
+    _folder: str | None = None
+
+    async def _async_pre_start_kernel(self, **kw):
+        if self._folder is None:
+            self._folder = tempfile.mkdtemp(prefix="grading-kernel-")
+            self.transport = "ipc"
+            self.cache_ports = False
+            self.ip = os.path.join(self._folder, "kernel")
+            self.connection_file = os.path.join(self._folder, "kernel.json")
+        # Interrupt by a message on the control channel, which the kernel turns into a
+        # SIGINT to itself: jupyter_client's default SIGINT to the process group would reach
+        # bwrap, which dies of it and takes the kernel with it.
+        self.kernel_spec.interrupt_mode = "message"
+        return await super()._async_pre_start_kernel(**kw)
+
+    def format_kernel_cmd(self, extra_arguments=None) -> list[str]:
+        command = super().format_kernel_cmd(extra_arguments)
+        return sandbox_command(
+            command,
+            self._folder,
+            list(self.hidden),
+            self.memory_limit,
+            self.cpu_limit,
+            self.tmp_size,
+        )
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart)
+        if not restart and self._folder:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+
+    # nbclient calls this one (the same method under its public name) after a kernel died
+    cleanup_resources = _async_cleanup_resources
+
+
+class GradingExecute(Execute):
+    """nbgrader's Execute with the kernel in the sandbox (unless ``sandbox`` is False) and
+    each cell's output capped at ``max_output_chars`` while it runs."""
+
+    sandbox = Bool(True, config=True, help="run the kernel in the sandbox")
+    # After a timed-out cell is interrupted, how long to wait for the kernel to say it is
+    # idle (nbclient's default, 4 s, is short on a loaded machine: the whole notebook would
+    # then fail with "Timeout waiting for IOPub output").
+    iopub_timeout = Integer(20, config=True)
+    max_output_chars = Integer(MAX_OUTPUT_CHARS, config=True)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.sandbox:
+            self.kernel_manager_class = SandboxedKernelManager
+        self._kept: dict[int, int] = {}  # cell index -> characters of output kept
+        self._cut: set[int] = set()  # cells whose output was cut
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._kept, self._cut = {}, set()
+        return super().preprocess(nb, resources, km)
+
+    def preprocess_cell(self, cell, resources, index):
+        """Run a cell; when the kernel dies or cannot be interrupted, log why, and where, on
+        a line that begins with ``NOT_GRADED`` (nbgrader then stops the notebook)."""
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            where = _cell_name(cell, index)
+            self.log.error("%sthe kernel died running %s (%s)", NOT_GRADED, where, self._death())
+            raise
+        except CellTimeoutError:
+            self.log.error(
+                "%s%s ran past the cell timeout (%s s) and did not stop when interrupted",
+                NOT_GRADED,
+                _cell_name(cell, index),
+                self.timeout,
+            )
+            raise
+
+    def _death(self) -> str:
+        """How the kernel process ended, in words."""
+        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        code = None if process is None else process.poll()
+        if code is None:
+            return "it stopped answering"
+        number = -code if code < 0 else code - 128 if self.sandbox and code > 128 else 0
+        if not number:
+            return f"exit status {code}"
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        why = {
+            "SIGSEGV": "a crash",
+            "SIGBUS": "a crash",
+            "SIGABRT": "it aborted",
+            "SIGXCPU": "past the sandbox's CPU-time limit",
+            "SIGKILL": "killed: out of memory, past the CPU-time limit, or by itself",
+        }.get(name)
+        return f"{name}: {why}" if why else name
+
+    def output(self, outs, msg, display_id, cell_index):
+        content = msg.get("content", {})
+        size = _size(content)
+        left = self.max_output_chars - self._kept.get(cell_index, 0)
+        if size <= left:
+            self._kept[cell_index] = self._kept.get(cell_index, 0) + size
+            return super().output(outs, msg, display_id, cell_index)
+        if msg["msg_type"] == "error":  # always kept, shortened
+            content["evalue"] = _shorten(content.get("evalue", ""), 2000)
+            content["traceback"] = [_shorten(t, 2000) for t in content.get("traceback", [])[-50:]]
+            return super().output(outs, msg, display_id, cell_index)
+        out = None
+        if msg["msg_type"] == "stream" and left > 0:  # the text up to the cap
+            content["text"] = content.get("text", "")[:left]
+            self._kept[cell_index] = self.max_output_chars
+            out = super().output(outs, msg, display_id, cell_index)
+        if cell_index not in self._cut:
+            self._cut.add(cell_index)
+            note = {
+                "header": {"msg_type": "stream"},
+                "msg_type": "stream",
+                "parent_header": msg["parent_header"],
+                "content": {
+                    "name": "stderr",
+                    "text": f"\n[output cut by the grader: a cell may show at most "
+                    f"{self.max_output_chars} characters]\n",
+                },
+            }
+            out = super().output(outs, note, None, cell_index)
+        return out
+
+
+def _cell_name(cell, index: int) -> str:
+    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    return f"cell {grade_id}" if grade_id else f"cell {index + 1} (counting from 1)"
+
+
+def _size(content) -> int:
+    """Characters in a message's content, roughly (text, data of every type, traceback)."""
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, dict):
+        return sum(_size(v) for v in content.values())
+    if isinstance(content, list | tuple):
+        return sum(_size(v) for v in content)
+    return 0
+
+
+def _shorten(text: str, limit: int) -> str:
+    return (
+        text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters]"
+    )
+
+
+if __name__ == "__main__":  # python -m autograder.sandbox CMD...: run CMD in the sandbox
+    with tempfile.TemporaryDirectory() as folder:
+        sys.exit(subprocess.run(sandbox_command(sys.argv[1:], folder, [])).returncode)

@@ -1,0 +1,227 @@
+"""Hostile submissions, graded in one batch in the sandbox (``autograder/sandbox.py``).
+
+One run of ``python -m autograder grade --workers 2 --cell-timeout 20`` over a class of
+chapter 04 made from the solution notebook with hostile edits in solution cells:
+
+- ``hostile``: several edits, each in its own exercise, none of which kills the kernel:
+  an endless loop (``causal_mask``), a 30 GB memory bomb (``padding_mask``), 20 MB of
+  printing (``dot_product_variance``), a connection to an outside address
+  (``self_attention_parameters``), and files written next to the notebook, into the course
+  folder, into the grader's folders and into /tmp (``cross_attention``);
+- ``exit`` (``os._exit(1)``) and ``segfault`` (``ctypes.string_at(0)``), which kill their
+  kernels;
+- ``correct`` (the solution) and ``untouched`` (the student notebook as released), which
+  must score exactly what they score on their own: full marks and zero.
+
+Without bwrap the module is skipped, except under CI (``CI=true``), where it fails.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import nbformat
+import pytest
+
+from autograder.grade import CELLS_CSV, read_csv
+from autograder.submissions import solved_notebook, untouched_notebook, write_submission
+
+pytestmark = pytest.mark.slow
+
+CHAPTER = "04_dot_product_attention"
+CELL_TIMEOUT_S = 20  # the endless loop costs this; every other cell takes a few seconds
+MEGABYTE = 2**20
+
+
+def require_bwrap() -> None:
+    if shutil.which("bwrap") is None:
+        message = (
+            "no bwrap on PATH for the sandbox test: install it with "
+            "`apt-get update && apt-get install -y bubblewrap`"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def _append(nb, grade_id: str, code: str, before: bool = False):
+    """Add ``code`` at the top (``before``) or the end of the solution cell ``grade_id``."""
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    cell.source = f"{code}\n{cell.source}" if before else f"{cell.source}\n{code}"
+    return nb
+
+
+def _targets(root, out, submissions, marker) -> dict[str, str]:
+    """Where the hostile notebook tries to write: what a student might aim at."""
+    return {
+        "next to itself": f"notes-{marker}.txt",
+        "course folder": str(root / f"hostile-{marker}.txt"),
+        "its autograded folder": str(
+            out / "nbgrader" / "autograded" / "hostile" / CHAPTER / f"hostile-{marker}.txt"
+        ),
+        "its submission folder": str(submissions / "hostile" / CHAPTER / f"hostile-{marker}.txt"),
+        "another student's submission": str(submissions / "correct" / CHAPTER / f"{CHAPTER}.ipynb"),
+        "/tmp": f"/tmp/hostile-{marker}.txt",
+    }
+
+
+WRITE = """
+for where, target in {targets!r}.items():
+    try:
+        with open(target, "w") as f:
+            f.write("hostile")
+        print("WROTE", where, target)
+    except OSError as error:
+        print("FAILED", where, target, error)
+"""
+
+
+@pytest.fixture(scope="module")
+def graded(root, tmp_path_factory):
+    require_bwrap()
+    submissions = tmp_path_factory.mktemp("hostile-submissions")
+    out = tmp_path_factory.mktemp("hostile-graded")
+    marker = uuid.uuid4().hex[:12]
+    targets = _targets(root, out, submissions, marker)
+
+    write_submission(solved_notebook(root, CHAPTER), submissions, "correct", CHAPTER)
+    write_submission(untouched_notebook(root, CHAPTER), submissions, "untouched", CHAPTER)
+
+    nb = solved_notebook(root, CHAPTER)
+    _append(nb, "causal_mask", "while True:\n    pass", before=True)
+    bomb = "bomb = [torch.empty(2**30, dtype=torch.uint8) for _ in range(30)]  # 30 GiB"
+    _append(nb, "padding_mask", bomb, before=True)
+    _append(nb, "dot_product_variance", 'print("x" * 20_000_000)')
+    connect = 'import socket\nsocket.create_connection(("1.1.1.1", 80), timeout=60)'
+    _append(nb, "self_attention_parameters", connect)
+    _append(nb, "cross_attention", WRITE.format(targets=targets))
+    write_submission(nb, submissions, "hostile", CHAPTER)
+
+    nb = _append(solved_notebook(root, CHAPTER), "padding_mask", "import os\nos._exit(1)")
+    write_submission(nb, submissions, "exit", CHAPTER)
+    segfault = "import ctypes\nctypes.string_at(0)"
+    nb = _append(solved_notebook(root, CHAPTER), "padding_mask", segfault)
+    write_submission(nb, submissions, "segfault", CHAPTER)
+
+    command = [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out)]
+    command += ["--workers", "2", "--cell-timeout", str(CELL_TIMEOUT_S)]
+    start = time.perf_counter()
+    result = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600)
+    seconds = time.perf_counter() - start
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    by_student = {}
+    for row in read_csv(out / CELLS_CSV):
+        by_student.setdefault(row.student, {})[row.cell] = row
+    print(f"graded the hostile class in {seconds:.0f} s")
+    return {
+        "root": root,
+        "out": out,
+        "submissions": submissions,
+        "targets": targets,
+        "rows": by_student,
+        "stdout": result.stdout,
+        "seconds": seconds,
+    }
+
+
+def _rows(graded, student):
+    assert student in graded["rows"], f"{student} is missing from {CELLS_CSV}"
+    return graded["rows"][student]
+
+
+def _autograded(graded, student):
+    path = graded["out"] / "nbgrader" / "autograded" / student / CHAPTER / f"{CHAPTER}.ipynb"
+    return path, nbformat.read(path, as_version=4)
+
+
+def _cell_text(nb, grade_id: str) -> str:
+    """Everything a cell showed: its text output and its errors."""
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    parts = []
+    for output in cell.get("outputs", []):
+        parts.append(output.get("text", ""))
+        if output.output_type == "error":
+            parts.append(f"{output.ename}: {output.evalue}")
+    return "\n".join(parts)
+
+
+def test_the_batch_finishes_and_grades_everyone(graded):
+    assert set(graded["rows"]) == {"correct", "untouched", "hostile", "exit", "segfault"}
+    assert "graded 5 submissions" in graded["stdout"]
+
+
+def test_the_correct_and_the_untouched_notebook_score_as_alone(graded):
+    for row in _rows(graded, "correct").values():
+        assert row.status == "graded" and row.points == row.max_points > 0, row
+    for row in _rows(graded, "untouched").values():
+        assert row.status == "graded" and row.points == 0, row
+
+
+@pytest.mark.parametrize("student", ["exit", "segfault"])
+def test_a_killed_kernel_gets_zero_on_every_cell_with_a_reason(graded, student):
+    for row in _rows(graded, student).values():
+        assert row.points == 0 and row.status.startswith("not graded: the kernel died"), row
+
+
+def test_each_hostile_edit_costs_its_own_exercise_only(graded):
+    rows = _rows(graded, "hostile")
+    lost = {
+        "test_causal_mask": "graded",  # the endless loop: interrupted, causal_mask undefined
+        "test_padding_mask": "graded",  # the memory bomb: the allocation failed
+        "test_cross_attention": "flagged for review",  # it writes files (the scan)
+    }
+    for cell, row in rows.items():
+        if cell in lost:
+            assert row.points == 0 and row.status.startswith(lost[cell]), row
+        else:
+            assert row.status == "graded" and row.points == row.max_points, row
+
+
+def test_an_endless_loop_is_interrupted_and_later_cells_run(graded):
+    _, nb = _autograded(graded, "hostile")
+    shown = _cell_text(nb, "causal_mask")
+    assert "KeyboardInterrupt" in shown and "CellTimeoutError" in shown, shown
+    assert "NameError" in _cell_text(nb, "test_causal_mask")
+
+
+def test_a_memory_bomb_fails_to_allocate(graded):
+    _, nb = _autograded(graded, "hostile")
+    shown = _cell_text(nb, "padding_mask")
+    assert "can't allocate memory" in shown or "MemoryError" in shown, shown
+
+
+def test_megabytes_of_output_are_cut(graded):
+    path, nb = _autograded(graded, "hostile")
+    feedback = graded["out"] / "feedback" / "hostile" / f"{CHAPTER}.html"
+    assert path.stat().st_size < MEGABYTE, f"{path} has {path.stat().st_size} bytes"
+    assert feedback.stat().st_size < MEGABYTE, f"{feedback} has {feedback.stat().st_size} bytes"
+    shown = _cell_text(nb, "dot_product_variance")
+    assert "output cut by the grader" in shown and "x" * 1000 in shown
+
+
+def test_the_network_is_unreachable(graded):
+    _, nb = _autograded(graded, "hostile")
+    shown = _cell_text(nb, "self_attention_parameters")
+    assert "Network is unreachable" in shown, shown  # at once: no timeout, no hang
+
+
+def test_files_written_stay_in_the_sandbox(graded):
+    _, nb = _autograded(graded, "hostile")
+    shown = _cell_text(nb, "cross_attention")
+    for where, target in graded["targets"].items():
+        if where in ("next to itself", "/tmp"):  # the kernel's private folder: thrown away
+            assert f"WROTE {where} {target}" in shown, shown
+        else:
+            assert f"FAILED {where} {target}" in shown, shown
+    assert "Read-only file system" in shown
+    root, out, submissions = graded["root"], graded["out"], graded["submissions"]
+    name = os.path.basename(graded["targets"]["/tmp"])
+    assert not (root / name).exists() and not os.path.exists(graded["targets"]["/tmp"])
+    for folder in (out, submissions):
+        found = [p for p in folder.rglob("*") if "hostile-" in p.name or "notes-" in p.name]
+        assert found == [], found
+    other = submissions / "correct" / CHAPTER / f"{CHAPTER}.ipynb"
+    nbformat.validate(nbformat.read(other, as_version=4))
