@@ -245,8 +245,6 @@ def grade(
         raise CourseError(f"workers must be at least 1, not {workers}")
     if cell_timeout is not None and cell_timeout < 1:
         raise CourseError(f"the cell timeout must be at least 1 s, not {cell_timeout}")
-    if sandbox:
-        check_sandbox()
     _ignore_nbgrader_warnings()
     known = chapters_in(root)
     if chapters:
@@ -258,6 +256,8 @@ def grade(
     # --out would be joined twice ("out/nbgrader/out/nbgrader/source/...").
     submissions, out = Path(submissions).resolve(), Path(out).resolve()
     found, problems = discover(submissions, known)
+    if sandbox:
+        check_sandbox()
     report = GradeReport(problems=problems, workers=workers)
     out.mkdir(parents=True, exist_ok=True)
     work = out / "nbgrader"

@@ -10,7 +10,7 @@
           --bind SOCKETS SOCKETS --chdir /tmp
           --setenv HOME /tmp --setenv TMPDIR /tmp --setenv JPY_PARENT_PID 1
           --unshare-all --die-with-parent --cap-drop ALL
-          -- prlimit --as=MEMORY --cpu=CPU:CPU+10 --core=0
+          -- prlimit --as=MEMORY --cpu=CPU:CPU+10 --fsize=536870912 --core=0
           -- python -m ipykernel_launcher -f SOCKETS/kernel.json ...
 
 - the whole filesystem is read-only: the course, the reference implementations and the
@@ -67,7 +67,8 @@ THREAD_MEMORY = 128 * 2**20
 CPU_LIMIT_S = 600
 
 # The private /tmp (also the working directory and HOME) is a tmpfs of this size: a
-# notebook that writes more gets "No space left on device", and the disk never fills.
+# notebook that writes more gets "No space left on device". No file the kernel writes
+# may be larger either (RLIMIT_FSIZE), the socket folder's included.
 TMP_SIZE = 512 * 2**20
 
 # Output a cell may keep, in characters, counted over its outputs as they arrive: the
@@ -161,7 +162,9 @@ def sandbox_command(
     args += ["--setenv", "JPY_PARENT_PID", "1"]
     args += ["--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--"]
     # SIGXCPU at the CPU limit (the kernel dies of it), SIGKILL 10 s later if it is caught
-    limits = [prlimit, f"--as={memory}", f"--cpu={cpu}:{cpu + 10}", "--core=0", "--"]
+    # and no file written larger than the private /tmp (SIGXFSZ), no core dump
+    limits = [prlimit, f"--as={memory}", f"--cpu={cpu}:{cpu + 10}", f"--fsize={tmp_size}"]
+    limits += ["--core=0", "--"]
     return args + limits + list(command)
 
 
@@ -267,6 +270,7 @@ class GradingExecute(Execute):
             "SIGBUS": "a crash",
             "SIGABRT": "it aborted",
             "SIGXCPU": "past the sandbox's CPU-time limit",
+            "SIGXFSZ": "a file larger than the sandbox allows",
             "SIGKILL": "killed: out of memory, past the CPU-time limit, or by itself",
         }.get(name)
         return f"{name}: {why}" if why else name

@@ -17,6 +17,7 @@ import nbformat
 import pytest
 from browser import chromium as find_chromium
 from browser import launch
+from bwrap import grade_options
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
 from autograder.chapters import chapters_in, release_path, solution_path
@@ -136,7 +137,7 @@ def feedback(root, tmp_path_factory) -> dict[str, Path]:
     write_submission(nb, submissions, "no-scaling", CHAPTER)
     result = subprocess.run(
         [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out)]
-        + ["--workers", "1", "--chapter", CHAPTER],
+        + ["--workers", "1", "--chapter", CHAPTER, *grade_options()],
         cwd=root,
         capture_output=True,
         text=True,

@@ -16,6 +16,7 @@ import sys
 
 import nbformat
 import pytest
+from bwrap import grade_options
 from mutants import MUTANTS, UNCATALOGUED, packs
 
 from autograder.grade import read_csv
@@ -51,7 +52,8 @@ def graded(request, root, tmp_path_factory):
     # relative paths, as an instructor types them from the course folder
     relative = [os.path.relpath(submissions, root), "--out", os.path.relpath(out, root)]
     result = subprocess.run(
-        [sys.executable, "-m", "autograder", "grade", *relative, "--workers", "2"],
+        [sys.executable, "-m", "autograder", "grade", *relative, "--workers", "2"]
+        + grade_options(),
         cwd=root,
         capture_output=True,
         text=True,

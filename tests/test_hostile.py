@@ -17,7 +17,6 @@ Without bwrap the module is skipped, except under CI (``CI=true``), where it fai
 """
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import uuid
 
 import nbformat
 import pytest
+from bwrap import require_bwrap
 
 from autograder.grade import CELLS_CSV, read_csv
 from autograder.submissions import solved_notebook, untouched_notebook, write_submission
@@ -34,17 +34,6 @@ pytestmark = pytest.mark.slow
 CHAPTER = "04_dot_product_attention"
 CELL_TIMEOUT_S = 20  # the endless loop costs this; every other cell takes a few seconds
 MEGABYTE = 2**20
-
-
-def require_bwrap() -> None:
-    if shutil.which("bwrap") is None:
-        message = (
-            "no bwrap on PATH for the sandbox test: install it with "
-            "`apt-get update && apt-get install -y bubblewrap`"
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
 
 
 def _append(nb, grade_id: str, code: str, before: bool = False):
@@ -225,3 +214,15 @@ def test_files_written_stay_in_the_sandbox(graded):
         assert found == [], found
     other = submissions / "correct" / CHAPTER / f"{CHAPTER}.ipynb"
     nbformat.validate(nbformat.read(other, as_version=4))
+
+
+def test_grade_without_bwrap_says_what_to_install(root, tmp_path):
+    write_submission(untouched_notebook(root, CHAPTER), tmp_path / "in", "alice", CHAPTER)
+    command = [sys.executable, "-m", "autograder", "grade", str(tmp_path / "in")]
+    command += ["--out", str(tmp_path / "out")]
+    no_bwrap = dict(os.environ, PATH=os.path.dirname(sys.executable))
+    result = subprocess.run(command, cwd=root, capture_output=True, text=True, env=no_bwrap)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "bwrap is missing" in result.stderr
+    assert "apt-get install -y bubblewrap" in result.stderr and "--no-sandbox" in result.stderr
+    assert not (tmp_path / "out" / "nbgrader").exists()  # nothing graded

@@ -6,6 +6,7 @@ import sys
 
 import nbformat
 import pytest
+from bwrap import grade_options
 from mutants import MUTANTS
 
 from autograder import grade as grading
@@ -17,7 +18,7 @@ CHAPTER = "04_dot_product_attention"  # the fastest chapter to grade
 def grade_cli(root, submissions, out, workers, *options):
     result = subprocess.run(
         [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out)]
-        + ["--workers", str(workers), *options],
+        + ["--workers", str(workers), *options, *grade_options()],
         cwd=root,
         capture_output=True,
         text=True,

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from bwrap import grade_options
 from mutants import MUTANTS
 
 from autograder.grade import CELLS_CSV, GRADES_CSV, read_csv
@@ -26,7 +27,8 @@ CHAPTER = "04_dot_product_attention"  # the fastest chapter to grade
 def grade_cli(cwd, submissions, out, *options):
     result = subprocess.run(
         [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out)]
-        + list(options),
+        + list(options)
+        + grade_options(),
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -137,6 +139,7 @@ def test_an_interrupted_run_started_again_grades_only_the_rest(root, tmp_path):
     for student in ("alice", "bob", "carol"):
         write_submission(solved_notebook(root, CHAPTER), submissions, student, CHAPTER)
     command = [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out)]
+    command += grade_options()
     run = subprocess.Popen(
         [*command, "--workers", "1"],
         cwd=root,

@@ -2,6 +2,7 @@
 tests is flagged in the cell that does it (issue 11, hostile submissions)."""
 
 import pytest
+from bwrap import grade_options
 
 from autograder.chapters import ALL_CHAPTERS
 from autograder.scan import scan_cell, scan_notebook
@@ -146,7 +147,7 @@ def test_grading_withholds_flagged_points_until_accepted(root, tmp_path):
     )
     write_submission(nb, tmp_path / "in", "copier", CH04)
     grade = [sys.executable, "-m", "autograder", "grade", str(tmp_path / "in")]
-    grade += ["--out", str(tmp_path / "out"), "--workers", "1"]
+    grade += ["--out", str(tmp_path / "out"), "--workers", "1", *grade_options()]
 
     def scores():
         subprocess.run(grade, cwd=root, check=True, capture_output=True)
