@@ -27,8 +27,8 @@ One bad submission never stops the batch: an unreadable notebook, a missing one 
 whose kernel dies gets zero points on every cell, with the reason in the ``status`` column.
 
 Each kernel runs in a sandbox (``autograder/sandbox.py``: bubblewrap, a read-only
-filesystem, a private /tmp, no network, memory and CPU-time limits; ``OUT``, the
-submissions and the solution notebooks hidden), each cell for at most ``cell_timeout``
+filesystem, a private /tmp, no network, memory and CPU-time limits; ``OUT`` and the
+submissions hidden), each cell for at most ``cell_timeout``
 seconds, and a cell's output is cut at ``sandbox.MAX_OUTPUT_CHARS`` characters.
 ``sandbox=False`` (``--no-sandbox``) runs the kernels as plain nbgrader does: unsafe.
 
@@ -271,9 +271,10 @@ def grade(
     else:
         ledger.forget()  # the scores it recorded are gone with the gradebook
     shutil.rmtree(work / ".running", ignore_errors=True)  # left by an interrupted run
-    # What a kernel must not see: the gradebook (it holds the hidden tests), the other
-    # submissions, the solution notebooks.
-    hidden = _hideable([out, submissions, root / "solutions"], [root])
+    # What a kernel must not see: the gradebook (it holds the hidden tests) and the other
+    # submissions. (The solution notebooks stay: the diagnosis of known mistakes replays
+    # their cells in the kernel.)
+    hidden = _hideable([out, submissions], [root])
     settings = (sandbox, cell_timeout, tuple(str(h) for h in hidden))
     api = nbgrader_api(grading_config(work, db, *settings))
 

@@ -6,7 +6,7 @@
     bwrap --ro-bind / / --dev /dev --proc /proc --remount-ro /proc
           --size 536870912 --tmpfs /tmp
           --tmpfs /run --remount-ro /run
-          --tmpfs OUT --remount-ro OUT  (and SUBMISSIONS, the course's solutions/)
+          --tmpfs OUT --remount-ro OUT --tmpfs SUBMISSIONS --remount-ro SUBMISSIONS
           --bind SOCKETS SOCKETS --chdir /tmp
           --setenv HOME /tmp --setenv TMPDIR /tmp --setenv JPY_PARENT_PID 1
           --unshare-all --die-with-parent --cap-drop ALL
@@ -17,10 +17,11 @@
   virtual environment can be read (the tests import them) but not changed;
 - ``/tmp`` is a private, empty, size-limited folder in memory, and also the kernel's
   working directory and ``HOME``: what a notebook writes there is thrown away with it;
-- the grader's output folder, the submissions and the solution notebooks are hidden
-  (empty folders), so a notebook can neither print the hidden tests (the gradebook holds
-  them) nor read another student's work; ``/run`` too, where local servers keep their
-  sockets (a PostgreSQL gradebook's, say);
+- the grader's output folder and the submissions are hidden (empty folders), so a
+  notebook can neither print the hidden tests from the gradebook nor read another
+  student's work; ``/run`` too, where local servers keep their sockets (a PostgreSQL
+  gradebook's, say). The solution notebooks and the reference implementations stay
+  readable: the tests and the diagnosis of known mistakes use them;
 - no network (a network namespace of its own, with only a loopback device), no other
   process to see (a PID namespace of its own), no capabilities even when the grader
   runs as root (and ``/proc`` read-only, so no kernel setting can be written);

@@ -7,7 +7,8 @@ chapter 04 made from the solution notebook with hostile edits in solution cells:
   an endless loop (``causal_mask``), a 30 GB memory bomb (``padding_mask``), 20 MB of
   printing (``dot_product_variance``), a connection to an outside address
   (``self_attention_parameters``), and files written next to the notebook, into the course
-  folder, into the grader's folders and into /tmp (``cross_attention``);
+  folder, into the grader's folders and into /tmp, and reads of the gradebook and of
+  another student's notebook (``cross_attention``);
 - ``exit`` (``os._exit(1)``) and ``segfault`` (``ctypes.string_at(0)``), which kill their
   kernels;
 - ``correct`` (the solution) and ``untouched`` (the student notebook as released), which
@@ -65,6 +66,11 @@ for where, target in {targets!r}.items():
         print("WROTE", where, target)
     except OSError as error:
         print("FAILED", where, target, error)
+for secret in {secrets!r}:
+    try:
+        print("READ", secret, len(open(secret, "rb").read()))
+    except OSError as error:
+        print("COULD NOT READ", secret, error)
 """
 
 
@@ -86,7 +92,9 @@ def graded(root, tmp_path_factory):
     _append(nb, "dot_product_variance", 'print("x" * 20_000_000)')
     connect = 'import socket\nsocket.create_connection(("1.1.1.1", 80), timeout=60)'
     _append(nb, "self_attention_parameters", connect)
-    _append(nb, "cross_attention", WRITE.format(targets=targets))
+    # what it must not read: the gradebook (the hidden tests), another student's notebook
+    secrets = [str(out / "gradebook.db"), targets["another student's submission"]]
+    _append(nb, "cross_attention", WRITE.format(targets=targets, secrets=secrets))
     write_submission(nb, submissions, "hostile", CHAPTER)
 
     nb = _append(solved_notebook(root, CHAPTER), "padding_mask", "import os\nos._exit(1)")
@@ -110,6 +118,7 @@ def graded(root, tmp_path_factory):
         "out": out,
         "submissions": submissions,
         "targets": targets,
+        "secrets": secrets,
         "rows": by_student,
         "stdout": result.stdout,
         "seconds": seconds,
@@ -206,6 +215,8 @@ def test_files_written_stay_in_the_sandbox(graded):
         else:
             assert f"FAILED {where} {target}" in shown, shown
     assert "Read-only file system" in shown
+    for secret in graded["secrets"]:
+        assert f"COULD NOT READ {secret}" in shown, shown
     root, out, submissions = graded["root"], graded["out"], graded["submissions"]
     name = os.path.basename(graded["targets"]["/tmp"])
     assert not (root / name).exists() and not os.path.exists(graded["targets"]["/tmp"])
