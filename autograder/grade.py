@@ -28,8 +28,8 @@ whose kernel dies gets zero points on every cell, with the reason in the ``statu
 
 Each kernel runs in a sandbox (``autograder/sandbox.py``: bubblewrap, a read-only
 filesystem, a private /tmp, no network, memory and CPU-time limits; ``OUT`` and the
-submissions hidden), each cell for at most ``cell_timeout``
-seconds, and a cell's output is cut at ``sandbox.MAX_OUTPUT_CHARS`` characters.
+submissions hidden), each cell for at most ``cell_timeout`` seconds, and a cell's output
+is cut at ``sandbox.MAX_PRINTED_CHARS`` and ``sandbox.MAX_OUTPUT_CHARS``.
 ``sandbox=False`` (``--no-sandbox``) runs the kernels as plain nbgrader does: unsafe.
 
 Nothing is lost by grading again into the same ``OUT``: the gradebook and the working

@@ -30,8 +30,8 @@
   grader's network namespace cannot be reached from the kernel's;
 - ``--die-with-parent``: when the grading process dies, its kernel dies with it.
 
-The limits, per kernel (``memory_limit()``, ``cpu_limit()``), and the output cap
-(``MAX_OUTPUT_CHARS``) are explained where they are set below. The cell timeout is
+The limits, per kernel (``memory_limit()``, ``cpu_limit()``), and the output caps
+(``MAX_PRINTED_CHARS``, ``MAX_OUTPUT_CHARS``) are explained where they are set below. The cell timeout is
 ``nbgrader_settings.CELL_TIMEOUT_S``.
 """
 
@@ -72,10 +72,14 @@ CPU_LIMIT_S = 600
 # may be larger either (RLIMIT_FSIZE), the socket folder's included.
 TMP_SIZE = 512 * 2**20
 
-# Output a cell may keep, in characters, counted over its outputs as they arrive: the
-# rest is dropped while the cell runs (so the grader never holds megabytes) and a line
-# says how much. nbgrader's LimitOutput then keeps at most 1000 lines of a cell's text.
-MAX_OUTPUT_CHARS = 50_000
+# Output a cell may keep, counted as it arrives: what it prints (stdout, stderr), in
+# characters, and its other outputs (figures, HTML, results), in characters of their
+# JSON. The rest is dropped while the cell runs, so the grader never holds megabytes, and
+# a line says so; errors are kept, shortened. The course's largest output is a figure of
+# 42,000 characters; what its cells print is at most 2,100. nbgrader's LimitOutput then
+# keeps at most 1000 lines of a cell's text and 100 of a traceback.
+MAX_PRINTED_CHARS = 50_000
+MAX_OUTPUT_CHARS = 1_000_000
 
 # Begins the line GradingExecute logs when a notebook cannot be run to its end; ``grade``
 # finds it in nbgrader's log and gives the rest of the line as the submission's status.
@@ -215,20 +219,22 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 class GradingExecute(Execute):
     """nbgrader's Execute with the kernel in the sandbox (unless ``sandbox`` is False) and
-    each cell's output capped at ``max_output_chars`` while it runs."""
+    each cell's output capped while it runs: ``max_printed_chars`` of printed text,
+    ``max_output_chars`` of other outputs."""
 
     sandbox = Bool(True, config=True, help="run the kernel in the sandbox")
     # After a timed-out cell is interrupted, how long to wait for the kernel to say it is
     # idle (nbclient's default, 4 s, is short on a loaded machine: the whole notebook would
     # then fail with "Timeout waiting for IOPub output").
     iopub_timeout = Integer(20, config=True)
+    max_printed_chars = Integer(MAX_PRINTED_CHARS, config=True)
     max_output_chars = Integer(MAX_OUTPUT_CHARS, config=True)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.sandbox:
             self.kernel_manager_class = SandboxedKernelManager
-        self._kept: dict[int, int] = {}  # cell index -> characters of output kept
+        self._kept: dict[tuple[int, bool], int] = {}  # (cell, printed?) -> characters kept
         self._cut: set[int] = set()  # cells whose output was cut
 
     def preprocess(self, nb, resources=None, km=None):
@@ -278,19 +284,21 @@ class GradingExecute(Execute):
 
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
+        printed = msg["msg_type"] == "stream"
+        limit = self.max_printed_chars if printed else self.max_output_chars
+        kept = self._kept.get((cell_index, printed), 0)
         size = _size(content)
-        left = self.max_output_chars - self._kept.get(cell_index, 0)
-        if size <= left:
-            self._kept[cell_index] = self._kept.get(cell_index, 0) + size
+        if size <= limit - kept:
+            self._kept[(cell_index, printed)] = kept + size
             return super().output(outs, msg, display_id, cell_index)
         if msg["msg_type"] == "error":  # always kept, shortened
             content["evalue"] = _shorten(content.get("evalue", ""), 2000)
             content["traceback"] = [_shorten(t, 2000) for t in content.get("traceback", [])[-50:]]
             return super().output(outs, msg, display_id, cell_index)
         out = None
-        if msg["msg_type"] == "stream" and left > 0:  # the text up to the cap
-            content["text"] = content.get("text", "")[:left]
-            self._kept[cell_index] = self.max_output_chars
+        if printed and kept < limit:  # the text up to the cap
+            content["text"] = content.get("text", "")[: limit - kept]
+            self._kept[(cell_index, printed)] = limit
             out = super().output(outs, msg, display_id, cell_index)
         if cell_index not in self._cut:
             self._cut.add(cell_index)
@@ -300,8 +308,9 @@ class GradingExecute(Execute):
                 "parent_header": msg["parent_header"],
                 "content": {
                     "name": "stderr",
-                    "text": f"\n[output cut by the grader: a cell may show at most "
-                    f"{self.max_output_chars} characters]\n",
+                    "text": f"\n[output cut by the grader: a cell may print at most "
+                    f"{self.max_printed_chars} characters and show at most "
+                    f"{self.max_output_chars} characters of other output]\n",
                 },
             }
             out = super().output(outs, note, None, cell_index)
