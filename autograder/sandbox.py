@@ -5,6 +5,7 @@
 
     bwrap --ro-bind / / --dev /dev --proc /proc --remount-ro /proc
           --size 536870912 --tmpfs /tmp
+          --ro-bind DIR DIR  (the course, the venv, the interpreter, where they lie in /tmp)
           --tmpfs /run --remount-ro /run
           --tmpfs OUT --remount-ro OUT --tmpfs SUBMISSIONS --remount-ro SUBMISSIONS
           --bind SOCKETS SOCKETS --chdir /tmp
@@ -138,6 +139,25 @@ def check_sandbox() -> None:
         )
 
 
+def _needed_under_tmp() -> list[str]:
+    """The folders under /tmp that the kernel must still read once its /tmp is a private,
+    empty one: the course (a CI checkout often lives in /tmp), the interpreter and the
+    folders Python imports from. Outermost folders only."""
+    candidates = {
+        Path(__file__).resolve().parents[1],
+        Path(sys.executable).resolve().parent,
+        *(Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)),
+        *(Path(p).resolve() for p in sys.path if p and Path(p).is_dir()),
+    }
+    tmp = Path("/tmp").resolve()
+    inside = sorted(p for p in candidates if p != tmp and p.is_relative_to(tmp))
+    outermost: list[Path] = []
+    for path in inside:
+        if not any(path.is_relative_to(kept) for kept in outermost):
+            outermost.append(path)
+    return [str(p) for p in outermost]
+
+
 def sandbox_command(
     command: list[str],
     sockets: str,
@@ -156,6 +176,8 @@ def sandbox_command(
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     args += ["--remount-ro", "/proc"]
     args += ["--size", str(tmp_size), "--tmpfs", "/tmp"]
+    for folder in _needed_under_tmp():  # a checkout or a venv in /tmp stays readable
+        args += ["--ro-bind", folder, folder]
     for folder in ["/run", *hidden]:  # seen empty and read-only
         if Path(folder).is_dir():
             args += ["--tmpfs", str(folder), "--remount-ro", str(folder)]
