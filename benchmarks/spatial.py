@@ -101,7 +101,8 @@ def markdown(report: dict) -> str:
         "",
         f"Settings: {cfg.num_train} distorted training digits (scikit-learn's digits, "
         f"training split), {cfg.num_test} distorted held-out digits, batches of "
-        f"{cfg.batch_size}, {cfg.max_steps} steps of Adam at lr {cfg.lr} for each model. "
+        f"{cfg.batch_size}, {cfg.max_steps} steps of Adam at lr {cfg.lr} for each model "
+        f"(the localisation network at {cfg.localisation_lr_scale} times that). "
         "Canvas 40 x 40; RTS: rotation up to 45 degrees, scale 0.7 to 1.2, anywhere on the "
         "canvas; cluttered: RTS plus 4 fragments of other digits.",
         "",
