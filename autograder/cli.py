@@ -97,6 +97,22 @@ def _parser() -> argparse.ArgumentParser:
         "code then runs with your permissions (only for a machine without bwrap that holds "
         "nothing else)",
     )
+    p.add_argument(
+        "--db",
+        default=None,
+        metavar="URL",
+        help="the gradebook: a PostgreSQL URL (postgresql://USER:PASSWORD@HOST/DATABASE, or "
+        "postgresql://USER@/DATABASE?host=/SOCKET/FOLDER) or sqlite:///PATH (default: "
+        "OUT/gradebook.db)",
+    )
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="grade on the workers of a running Dask cluster (e.g. tcp://10.0.0.5:8786) "
+        "instead of local processes; the course, SUBMISSIONS and OUT must be at the same "
+        "paths on every worker (see the instructor guide)",
+    )
     p = sub.add_parser(
         "report",
         help="per exercise, the class's scores and known mistakes: OUT/report/index.html and CSV",
@@ -146,15 +162,22 @@ def main(argv: list[str] | None = None) -> int:
             regrade=args.regrade,
             sandbox=args.sandbox,
             cell_timeout=args.cell_timeout,
+            db_url=args.db,
+            scheduler=args.scheduler,
         )
         for (student, chapter), (points, max_points) in sorted(report.totals().items()):
             print(f"{student:20s} {chapter:28s} {points:g} / {max_points:g}")
         for problem in report.problems:
             print(f"warning: {problem}", file=sys.stderr)
+        where = (
+            f"on the Dask cluster at {args.scheduler}"
+            if args.scheduler
+            else f"({report.workers} worker{'s' if report.workers > 1 else ''})"
+        )
         print(
             f"graded {report.graded} submission{'s' if report.graded != 1 else ''}"
             f" ({report.up_to_date} already graded and unchanged) in {report.seconds:.0f} s "
-            f"({report.workers} worker{'s' if report.workers > 1 else ''})"
+            f"{where}"
         )
         print(
             f"wrote {args.out / GRADES_CSV} (a column per chapter), {args.out / CELLS_CSV} "

@@ -9,7 +9,8 @@ Output::
     OUT/grades.csv                         a row per student, a column per chapter, the total
     OUT/grades_by_cell.csv                 one row per student, chapter and graded cell
     OUT/feedback/<student>/<chapter>.html  what the student gets back (no hidden tests)
-    OUT/gradebook.db                       nbgrader's gradebook: holds the hidden tests, keep it private
+    OUT/gradebook.db                       nbgrader's gradebook (unless --db names another,
+                                           e.g. PostgreSQL): holds the hidden tests, keep it private
     OUT/graded.json                        what each graded submission was (content hashes), and its status
     OUT/backups/gradebook-<UTC time>.db    the gradebook as it was before each run
     OUT/flagged.csv                        what the scan of the submissions flagged for review
@@ -44,9 +45,11 @@ chapter missing from this run's submissions never replaces a result recorded ear
 
 With ``workers > 1`` the submissions are graded in parallel, one (student, chapter) job per
 worker process (``spawn`` start method), each kernel on one thread so that a score does not
-depend on the load. The workers share the gradebook (one SQLite file); the scores are read
-from it once every job is done, and the rows keep the same order whatever order the jobs
-finish in.
+depend on the load. With ``scheduler`` (``--scheduler ADDRESS``) the jobs go to the workers
+of a Dask cluster instead (``autograder/cluster.py``). The workers share the gradebook (the
+SQLite file, or the database ``db_url`` names: ``autograder/gradebook.py``); the scores are
+read from it once every job is done, and the rows keep the same order whatever order the
+jobs finish in.
 """
 
 import csv
@@ -57,7 +60,6 @@ import os
 import random
 import re
 import shutil
-import sqlite3
 import sys
 import time
 import warnings
@@ -71,8 +73,9 @@ from pathlib import Path
 import nbformat
 
 from attention_course.runtime import GRADING_ENV
+from autograder import gradebook
 from autograder.chapters import ALL_CHAPTERS, CourseError, chapters_in, solution_path
-from autograder.nbgrader_settings import COURSE_ID, course_config, grading_settings
+from autograder.nbgrader_settings import course_config, grading_settings
 from autograder.release import nbgrader_api, validate_solution_notebook
 from autograder.sandbox import NOT_GRADED, check_sandbox
 
@@ -83,7 +86,7 @@ CSV_COLUMNS = ("student", "chapter", "cell", "points", "max_points", "status")
 GRADES_CSV = "grades.csv"  # wide: a row per student, a column per chapter, the total
 CELLS_CSV = "grades_by_cell.csv"  # long: CSV_COLUMNS, one row per student, chapter, cell
 LEDGER = "graded.json"
-BACKUPS = "backups"
+BACKUPS = gradebook.BACKUPS
 GRADED = "graded"  # the status of a graded submission
 
 # Set in every worker process when grading in parallel, before any kernel starts; kernels
@@ -227,6 +230,8 @@ def grade(
     regrade: bool = False,
     sandbox: bool = True,
     cell_timeout: int | None = None,
+    db_url: str | None = None,
+    scheduler: str | None = None,
 ) -> GradeReport:
     """Grade every submission under ``submissions`` into ``out``; write the CSV files and
     feedback.
@@ -236,7 +241,9 @@ def grade(
     ``regrade``. Each kernel runs in the sandbox (``autograder/sandbox.py``; a
     ``CourseError`` says what to install when it cannot be made) unless ``sandbox`` is
     False, and a cell may run ``cell_timeout`` seconds (default
-    ``nbgrader_settings.CELL_TIMEOUT_S``).
+    ``nbgrader_settings.CELL_TIMEOUT_S``). ``db_url`` names the gradebook (default: the
+    SQLite file ``out/gradebook.db``); ``scheduler``, the address of a Dask scheduler whose
+    workers grade the jobs instead of local processes.
     """
     start = time.perf_counter()
     if workers is None:
@@ -261,12 +268,19 @@ def grade(
     report = GradeReport(problems=problems, workers=workers)
     out.mkdir(parents=True, exist_ok=True)
     work = out / "nbgrader"
-    db = out / "gradebook.db"
+    db = gradebook.resolve_url(db_url, out)
     ledger = _Ledger(out / LEDGER)
     if ledger.problem:
         report.problems.append(ledger.problem)
-    if db.exists():
-        backup = backup_gradebook(out)
+    if ledger.gradebook not in (None, gradebook.redact(db)):
+        report.problems.append(
+            f"{out} was graded into the gradebook {ledger.gradebook}, this run uses "
+            f"{gradebook.redact(db)}: every submission is graded again"
+        )
+        ledger.forget()
+    ledger.gradebook = gradebook.redact(db)
+    if gradebook.holds_grades(db):
+        backup = gradebook.backup(db, out)
         log(f"backed up the gradebook to {backup}")
     else:
         ledger.forget()  # the scores it recorded are gone with the gradebook
@@ -274,7 +288,7 @@ def grade(
     # What a kernel must not see: the gradebook (it holds the hidden tests) and the other
     # submissions. (The solution notebooks stay: the diagnosis of known mistakes replays
     # their cells in the kernel.)
-    hidden = _hideable([out, submissions], [root])
+    hidden = _hideable([out, submissions, gradebook.socket_folder(db)], [root])
     settings = (sandbox, cell_timeout, tuple(str(h) for h in hidden))
     api = nbgrader_api(grading_config(work, db, *settings))
 
@@ -334,7 +348,7 @@ def grade(
         )
     # Students exist before the jobs start: two workers grading one student's chapters
     # would otherwise both try to create the student in the gradebook.
-    _create_students(db, sorted({job.student for job in jobs}))
+    gradebook.create_students(db, sorted({job.student for job in jobs}))
 
     done = 0
 
@@ -351,12 +365,17 @@ def grade(
         line = f"{outcome} {job.student} / {job.chapter} ({done} of {len(jobs)}, {seconds:.1f} s)"
         log(line if reason is None else f"{line}: {reason}")
 
-    if workers == 1:
+    if scheduler is not None:
+        from autograder.cluster import run_on_cluster
+
+        must_see = {"the course": root, "SUBMISSIONS": submissions, "OUT": out}
+        run_on_cluster(jobs, scheduler, (str(work), db, *settings), finish, log, must_see, sandbox)
+    elif workers == 1:
         for job in jobs:
             reason, seconds = _run_job(api, job)
             finish(job, reason, seconds)
     else:
-        _run_in_pools(jobs, workers, (str(work), str(db), *settings), finish)
+        _run_in_pools(jobs, workers, (str(work), db, *settings), finish)
     shutil.rmtree(work / ".running", ignore_errors=True)
 
     for student, chapter in sorted(reasons):
@@ -380,28 +399,6 @@ def file_hash(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def backup_gradebook(out: Path) -> Path:
-    """Copy ``out/gradebook.db`` to ``out/backups/gradebook-<UTC time>.db``; its path."""
-    folder = Path(out) / BACKUPS
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    target = folder / f"gradebook-{stamp}.db"
-    n = 1
-    while target.exists():  # two runs within a second
-        target = folder / f"gradebook-{stamp}-{n}.db"
-        n += 1
-    # SQLite's own backup: a consistent copy even if the file is open elsewhere
-    source = sqlite3.connect(Path(out) / "gradebook.db")
-    try:
-        copy = sqlite3.connect(target)
-        with copy:
-            source.backup(copy)
-        copy.close()
-    finally:
-        source.close()
-    return target
-
-
 class _Ledger:
     """``OUT/graded.json``: for every (student, chapter) graded into OUT, the SHA-256 of the
     submitted notebook and of the solution notebook it was graded against, and its status
@@ -412,12 +409,14 @@ class _Ledger:
         self.chapters: dict[str, str] = {}
         self.submissions: dict[str, dict[str, dict]] = {}
         self.pending: dict[tuple[str, str], str] = {}  # jobs of this run: their hash
+        self.gradebook: str | None = None  # the gradebook's URL, password hidden
         self.problem = None
         if self.path.is_file():
             try:
                 data = json.loads(self.path.read_text(encoding="utf-8"))
                 self.chapters = dict(data.get("chapters", {}))
                 self.submissions = dict(data.get("submissions", {}))
+                self.gradebook = data.get("gradebook")
             except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, TypeError):
                 self.problem = f"{self.path} is unreadable: every submission is graded again"
 
@@ -436,18 +435,24 @@ class _Ledger:
         }
 
     def save(self) -> None:
-        data = {"chapters": self.chapters, "submissions": self.submissions}
+        data = {
+            "gradebook": self.gradebook,
+            "chapters": self.chapters,
+            "submissions": self.submissions,
+        }
         temporary = self.path.with_name(self.path.name + ".tmp")
         temporary.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
         os.replace(temporary, self.path)  # never half written, even when interrupted
 
 
-def _all_rows(root: Path, db: Path, ledger: _Ledger) -> list[GradeRow]:
+def _all_rows(root: Path, db: str, ledger: _Ledger) -> list[GradeRow]:
     """A row per graded cell of every (student, chapter) recorded in ``ledger``: this run's
     and earlier runs' results, the scores read from the gradebook (manual grades included)."""
     rows = []
     cells: dict[str, list[tuple[str, float]]] = {}
     pairs = [(s, ch) for s, chs in ledger.submissions.items() for ch in chs]
+    graded = [p for p in pairs if ledger.get(*p)["status"] == GRADED]
+    recorded = gradebook.scores(db, graded) if graded else {}
     order = {ch: i for i, ch in enumerate(ALL_CHAPTERS)}
     for student, chapter in sorted(pairs, key=lambda p: (p[0], order.get(p[1], 99), p[1])):
         if chapter not in cells:
@@ -455,7 +460,7 @@ def _all_rows(root: Path, db: Path, ledger: _Ledger) -> list[GradeRow]:
                 continue  # a chapter no longer in the course
             cells[chapter] = graded_cells(root, chapter)
         status = ledger.get(student, chapter)["status"]
-        scores = _scores(db, student, chapter) if status == GRADED else {}
+        scores = recorded.get((student, chapter), {})
         for cell, max_points in cells[chapter]:
             points = scores.get(cell)
             if status == GRADED and points is None:
@@ -539,18 +544,18 @@ def _withhold_flagged(root: Path, out: Path, report: GradeReport) -> list[GradeR
 
 def grading_config(
     work: Path,
-    db: Path,
+    db: str,
     sandbox: bool = True,
     cell_timeout: int | None = None,
     hidden: tuple[str, ...] = (),
 ):
-    """The nbgrader configuration for grading in ``work`` with the gradebook ``db``, the
+    """The nbgrader configuration for grading in ``work`` with the gradebook ``db`` (a URL), the
     kernels in the sandbox (unless ``sandbox`` is False) with the folders ``hidden`` from
     them; built from plain values so that each worker process can build its own."""
-    work, db = Path(work), Path(db)
+    work = Path(work)
     config = course_config(
         work,
-        db_url=f"sqlite:///{db.resolve()}",
+        db_url=db,
         source_directory=work / "source",
         release_directory=work / "release",
         submitted_directory=work / "submitted",
@@ -566,6 +571,8 @@ def _hideable(folders: list[Path], needed: list[Path]) -> list[Path]:
     needed = [Path(p).resolve() for p in (*needed, sys.prefix, sys.base_prefix)]
     keep = []
     for folder in folders:
+        if folder is None:
+            continue
         folder = Path(folder).resolve()
         if folder.is_dir() and not any(n == folder or folder in n.parents for n in needed):
             keep.append(folder)
@@ -576,14 +583,6 @@ def _ignore_nbgrader_warnings() -> None:
     # nbgrader's gradebook code triggers harmless SQLAlchemy warnings on every submission
     warnings.filterwarnings("ignore", module="nbgrader")
     warnings.filterwarnings("ignore", message=".*not in session.*")
-
-
-def _create_students(db: Path, students: list[str]) -> None:
-    from nbgrader.api import Gradebook
-
-    with Gradebook(f"sqlite:///{db.resolve()}", COURSE_ID) as gb:
-        for student in students:
-            gb.update_or_create_student(student)
 
 
 def _run_job(api, job: Job) -> tuple[str | None, float]:
@@ -612,7 +611,7 @@ def _start_worker(work: str, db: str, *settings) -> None:
     os.environ.update(ONE_THREAD_ENV)
     os.environ[GRADING_ENV] = "1"
     _ignore_nbgrader_warnings()
-    _worker_api = nbgrader_api(grading_config(Path(work), Path(db), *settings))
+    _worker_api = nbgrader_api(grading_config(Path(work), db, *settings))
 
 
 def _work(job: Job) -> tuple[str | None, float]:
@@ -701,18 +700,6 @@ def _autograde_one(
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(html, destination)
     return None
-
-
-def _scores(db: Path, student: str, chapter: str) -> dict[str, float]:
-    """Points per graded cell from the gradebook (None scores are left out)."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    with Gradebook(f"sqlite:///{db.resolve()}", COURSE_ID) as gb:
-        try:
-            notebook = gb.find_submission_notebook(chapter, chapter, student)
-        except MissingEntry:
-            return {}
-        return {g.name: float(g.score) for g in notebook.grades if g.score is not None}
 
 
 def write_csv(rows: list[GradeRow], path: Path) -> None:

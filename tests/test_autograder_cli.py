@@ -8,12 +8,12 @@ import sys
 import nbformat
 import pytest
 
+from autograder import gradebook
 from autograder.chapters import CourseError, find_root
 from autograder.grade import (
     CELLS_CSV,
     GRADES_CSV,
     GradeRow,
-    backup_gradebook,
     discover,
     read_csv,
     read_submission,
@@ -159,7 +159,8 @@ def test_the_gradebook_is_backed_up_under_a_utc_time(tmp_path):
         db.execute("create table grade (score real)")
         db.execute("insert into grade values (1.5)")
     db.close()
-    first, second = backup_gradebook(tmp_path), backup_gradebook(tmp_path)
+    url = gradebook.resolve_url(None, tmp_path)
+    first, second = gradebook.backup(url, tmp_path), gradebook.backup(url, tmp_path)
     assert first != second and first.parent == second.parent == tmp_path / "backups"
     assert first.name.startswith("gradebook-") and first.name.endswith(".db")
     with sqlite3.connect(second) as copy:

@@ -1,5 +1,6 @@
-"""``grade --workers N``: parallel grading gives the same grades as grading one by one,
-survives a worker process that dies, and retries a step that met a locked gradebook."""
+"""``grade --workers N``, ``--db URL`` and ``--scheduler ADDRESS``: parallel grading, into a
+PostgreSQL gradebook and on a Dask cluster, gives the same grades as grading one by one;
+it survives a worker process that dies and retries a step that met a locked gradebook."""
 
 import subprocess
 import sys
@@ -8,8 +9,12 @@ import nbformat
 import pytest
 from bwrap import grade_options
 from mutants import MUTANTS
+from postgres import postgres_server
 
 from autograder import grade as grading
+from autograder import gradebook
+from autograder.chapters import CourseError
+from autograder.nbgrader_settings import COURSE_ID
 from autograder.submissions import mutate, solved_notebook, untouched_notebook, write_submission
 
 CHAPTER = "04_dot_product_attention"  # the fastest chapter to grade
@@ -28,9 +33,12 @@ def grade_cli(root, submissions, out, workers, *options):
     return result.stdout
 
 
-@pytest.mark.slow
-def test_parallel_grades_equal_serial_grades(root, tmp_path):
-    submissions = tmp_path / "submissions"
+@pytest.fixture(scope="module")
+def graded_serially(root, tmp_path_factory):
+    """A class of chapter 04 (the solution, the untouched notebook, a catalogued mistake
+    and a broken file), graded one by one: what every other way of grading must equal."""
+    tmp = tmp_path_factory.mktemp("class")
+    submissions = tmp / "submissions"
     write_submission(solved_notebook(root, CHAPTER), submissions, "solution", CHAPTER)
     write_submission(untouched_notebook(root, CHAPTER), submissions, "untouched", CHAPTER)
     m = MUTANTS[CHAPTER][0]
@@ -39,20 +47,135 @@ def test_parallel_grades_equal_serial_grades(root, tmp_path):
     broken = submissions / "broken" / CHAPTER / f"{CHAPTER}.ipynb"
     broken.parent.mkdir(parents=True)
     broken.write_text('{"cells": [', encoding="utf-8")
+    output = grade_cli(root, submissions, tmp / "serial", workers=1)
+    return submissions, tmp / "serial", output, m
 
-    serial = grade_cli(root, submissions, tmp_path / "serial", workers=1)
-    parallel = grade_cli(root, submissions, tmp_path / "parallel", workers=2)
+
+def assert_same_grades(serial, other):
     for name in (grading.CELLS_CSV, grading.GRADES_CSV):
-        rows = (tmp_path / "serial" / name).read_text(encoding="utf-8")
-        assert rows == (tmp_path / "parallel" / name).read_text(encoding="utf-8"), name
+        rows = (serial / name).read_text(encoding="utf-8")
+        assert rows == (other / name).read_text(encoding="utf-8"), name
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.mark.slow
+def test_parallel_grades_equal_serial_grades(root, tmp_path, graded_serially):
+    submissions, serial, serial_output, m = graded_serially
+    parallel_output = grade_cli(root, submissions, tmp_path / "parallel", workers=2)
+    assert_same_grades(serial, tmp_path / "parallel")
     totals = {}
     for r in grading.read_csv(tmp_path / "parallel" / grading.CELLS_CSV):
         points, max_points = totals.get(r.student, (0, 0))
         totals[r.student] = (points + r.points, max_points + r.max_points)
     assert totals["solution"][0] == totals["solution"][1] > totals[f"mutant-{m.name}"][0] > 0
     assert totals["untouched"][0] == totals["broken"][0] == 0
-    for output in (serial, parallel):  # one progress line per graded submission
+    for output in (serial_output, parallel_output):  # one progress line per graded submission
         assert output.count(f" / {CHAPTER} (") == 3 and "(3 of 3, " in output
+
+
+@pytest.mark.slow
+def test_a_postgresql_gradebook_takes_parallel_workers(
+    root, tmp_path, graded_serially, postgres_url
+):
+    """``--db``: two workers write to a real PostgreSQL server; the grades equal the serial
+    SQLite run's, the scores are in the server, and a second run keeps them, after a
+    backup of the server's gradebook into an SQLite file nbgrader can open."""
+    from nbgrader.api import Gradebook
+
+    submissions, serial, _, _ = graded_serially
+    out = tmp_path / "out"
+    grade_cli(root, submissions, out, 2, "--db", postgres_url)
+    assert_same_grades(serial, out)
+    assert not (out / "gradebook.db").exists()  # the gradebook is the server's
+    url = gradebook.resolve_url(postgres_url, out)
+    expected = {
+        (r.student, r.cell): r.points
+        for r in grading.read_csv(out / grading.CELLS_CSV)
+        if r.status == "graded"
+    }
+    assert len(expected) > 10
+    with Gradebook(url, COURSE_ID) as gb:
+        notebooks = {
+            s: gb.find_submission_notebook(CHAPTER, CHAPTER, s)
+            for s in {student for student, _ in expected}
+        }
+        stored = {(s, g.name): g.score for s, nb in notebooks.items() for g in nb.grades}
+    assert {k: stored[k] for k in expected} == expected
+
+    again = grade_cli(root, submissions, out, 2, "--db", postgres_url)
+    assert "graded 0 submissions (3 already graded and unchanged)" in again
+    assert_same_grades(serial, out)
+    (backup,) = sorted((out / "backups").glob("gradebook-*.db"))
+    with Gradebook(f"sqlite:///{backup}", COURSE_ID) as gb:
+        copied = gb.find_submission_notebook(CHAPTER, CHAPTER, "solution")
+        assert {g.name: g.score for g in copied.grades} == {
+            cell: points for (s, cell), points in expected.items() if s == "solution"
+        }
+
+
+@pytest.mark.slow
+def test_a_dask_cluster_grades_like_local_workers(root, tmp_path, graded_serially, postgres_url):
+    """``--scheduler``: a local Dask cluster of two worker processes grades the class into
+    the PostgreSQL gradebook (the set-up for several machines), with the serial grades."""
+    from distributed import LocalCluster
+
+    submissions, serial, _, _ = graded_serially
+    with postgres_server("cluster") as url:  # a fresh database: nothing graded yet
+        with LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster:
+            output = grade_cli(
+                root,
+                submissions,
+                tmp_path / "out",
+                1,
+                "--db",
+                url,
+                "--scheduler",
+                cluster.scheduler_address,
+            )
+    assert f"on the Dask cluster at {cluster.scheduler_address}" in output
+    assert "(3 of 3, " in output
+    assert_same_grades(serial, tmp_path / "out")
+
+
+def test_a_dask_worker_that_cannot_see_the_course_is_named(tmp_path):
+    from autograder.cluster import _worker_problems
+
+    (tmp_path / "out").mkdir()
+    problems = _worker_problems(
+        {"the course": str(tmp_path / "nowhere"), "OUT": str(tmp_path / "out")}, sandbox=False
+    )
+    assert problems == [f"the course {tmp_path / 'nowhere'} is not there"]
+
+
+def test_an_unreachable_scheduler_or_gradebook_is_a_clear_error(root, tmp_path):
+    submissions = tmp_path / "submissions"
+    write_submission(solved_notebook(root, CHAPTER), submissions, "solution", CHAPTER)
+    cases = [
+        (["--db", "mysql://someone@somewhere/grades"], "can be PostgreSQL or SQLite, not 'mysql'"),
+        (
+            ["--db", f"postgresql://nobody:secret@/nothing?host={tmp_path}"],
+            "cannot open the gradebook postgresql+psycopg://nobody:***@/nothing",
+        ),
+    ]
+    for options, message in cases:
+        result = subprocess.run(
+            [sys.executable, "-m", "autograder", "grade", str(submissions), "--out"]
+            + [str(tmp_path / "out"), *options],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 2, result.stderr
+        assert message in result.stderr and "secret" not in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
 
 
 @pytest.mark.slow
@@ -114,3 +237,11 @@ def test_workers_must_be_positive(root, tmp_path):
         text=True,
     )
     assert result.returncode == 2 and "--workers" in result.stderr
+
+
+def test_an_unreachable_scheduler_is_a_clear_error(monkeypatch):
+    from autograder import cluster
+
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT_S", 1)
+    with pytest.raises(CourseError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
+        cluster.run_on_cluster([], "tcp://127.0.0.1:9", (), None, print, {}, sandbox=False)

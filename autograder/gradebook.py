@@ -1,0 +1,203 @@
+"""The gradebook: nbgrader's database of students, submissions and scores.
+
+By default it is a SQLite file, ``OUT/gradebook.db``. ``grade --db URL`` takes another
+SQLAlchemy URL instead; the course supports PostgreSQL (``postgresql://user:password@host/db``
+or, on a Unix socket, ``postgresql://user@/db?host=/run/postgresql``), which parallel
+workers on one or several machines can all write to. A URL given without a driver uses
+psycopg 3 (``postgresql+psycopg://``).
+
+The gradebook holds the hidden tests: it is never visible to a grading kernel (the SQLite
+file's folder is hidden by the sandbox, which also has no network; a PostgreSQL socket in
+``/run`` or ``/tmp`` is out of the sandbox's sight too).
+
+Before each run the gradebook is backed up to ``OUT/backups/``. A SQLite gradebook is
+copied with SQLite's own backup; any other is copied, table by table, into a new SQLite
+file: a complete nbgrader gradebook that ``--db sqlite:///PATH`` (or nbgrader itself)
+can open.
+"""
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from autograder.chapters import CourseError
+from autograder.nbgrader_settings import COURSE_ID
+
+DEFAULT_FILE = "gradebook.db"
+BACKUPS = "backups"
+SUPPORTED = ("sqlite", "postgresql")
+
+
+def resolve_url(db: str | None, out: Path) -> str:
+    """The SQLAlchemy URL of the gradebook: ``db``, or the SQLite file in ``out``.
+
+    A relative SQLite path is taken from the working directory (``sqlite:///grades.db``);
+    ``postgres://`` and ``postgresql://`` get the psycopg driver.
+    """
+    if db is None:
+        return f"sqlite:///{(Path(out) / DEFAULT_FILE).resolve()}"
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        url = make_url(db)
+    except ArgumentError:
+        raise CourseError(
+            f"--db {db!r} is not a database URL; expected e.g. "
+            "postgresql://USER:PASSWORD@HOST/DATABASE or sqlite:///PATH"
+        ) from None
+    backend = url.get_backend_name()
+    if backend == "postgres":  # Heroku's and others' spelling
+        url = url.set(drivername="postgresql")
+        backend = "postgresql"
+    if backend not in SUPPORTED:
+        raise CourseError(
+            f"--db: the gradebook can be PostgreSQL or SQLite, not {backend!r} ({redact(db)})"
+        )
+    if backend == "postgresql" and url.drivername == "postgresql":
+        url = url.set(drivername="postgresql+psycopg")
+    if backend == "sqlite":
+        if not url.database or url.database == ":memory:":
+            raise CourseError("--db: an SQLite gradebook needs a file: sqlite:///PATH")
+        url = url.set(database=str(Path(url.database).resolve()))
+    return url.render_as_string(hide_password=False)
+
+
+def redact(url: str) -> str:
+    """``url`` with its password hidden, for messages and the ledger."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<not a URL>"
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of an SQLite gradebook, else None."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    return Path(parsed.database) if parsed.get_backend_name() == "sqlite" else None
+
+
+def socket_folder(url: str) -> Path | None:
+    """The Unix-socket folder of a PostgreSQL URL (``?host=/path``), else None."""
+    from sqlalchemy.engine import make_url
+
+    host = make_url(url).query.get("host")
+    if isinstance(host, tuple):
+        host = host[0] if host else None
+    return Path(host) if host and host.startswith("/") else None
+
+
+def _engine(url: str):
+    from sqlalchemy import create_engine
+
+    return create_engine(url, future=True)
+
+
+def holds_grades(url: str) -> bool:
+    """Whether the gradebook exists and has nbgrader's tables (a run has graded into it).
+
+    Raises a ``CourseError`` when a server gradebook cannot be reached."""
+    path = sqlite_file(url)
+    if path is not None:
+        if not path.is_file():
+            return False
+    from sqlalchemy import inspect
+    from sqlalchemy.exc import SQLAlchemyError
+
+    engine = _engine(url)
+    try:
+        return "submitted_assignment" in inspect(engine).get_table_names()
+    except SQLAlchemyError as error:
+        raise CourseError(
+            f"cannot open the gradebook {redact(url)}: {str(error).splitlines()[0]}"
+        ) from None
+    finally:
+        engine.dispose()
+
+
+def backup(url: str, out: Path) -> Path:
+    """Copy the gradebook to ``out/backups/gradebook-<UTC time>.db`` (SQLite); its path."""
+    folder = Path(out) / BACKUPS
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    target = folder / f"gradebook-{stamp}.db"
+    n = 1
+    while target.exists():  # two runs within a second
+        target = folder / f"gradebook-{stamp}-{n}.db"
+        n += 1
+    path = sqlite_file(url)
+    if path is not None:
+        _sqlite_backup(path, target)
+    else:
+        _copy_tables(url, f"sqlite:///{target}")
+    return target
+
+
+def _sqlite_backup(source_path: Path, target: Path) -> None:
+    """SQLite's own backup: a consistent copy even while the file is open elsewhere."""
+    import sqlite3
+
+    source = sqlite3.connect(source_path)
+    try:
+        copy = sqlite3.connect(target)
+        with copy:
+            source.backup(copy)
+        copy.close()
+    finally:
+        source.close()
+
+
+def _copy_tables(source_url: str, target_url: str) -> None:
+    """Copy every table of nbgrader's gradebook (and its schema version) to another
+    database, parents before children, in one read transaction."""
+    from nbgrader.api import Base
+    from sqlalchemy import MetaData, Table, select
+
+    source, target = _engine(source_url), _engine(target_url)
+    try:
+        Base.metadata.create_all(target)
+        with source.connect() as read, target.begin() as write:
+            for table in Base.metadata.sorted_tables:
+                rows = [dict(r) for r in read.execute(select(table)).mappings()]
+                if rows:
+                    write.execute(table.insert(), rows)
+            version = Table("alembic_version", MetaData(), autoload_with=read)
+            version.create(write, checkfirst=True)
+            rows = [dict(r) for r in read.execute(select(version)).mappings()]
+            if rows:
+                write.execute(version.insert(), rows)
+    finally:
+        source.dispose()
+        target.dispose()
+
+
+def create_students(url: str, students: list[str]) -> None:
+    """Add the students (those already there stay as they are)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(url, COURSE_ID) as gb:
+        for student in students:
+            gb.update_or_create_student(student)
+
+
+def scores(url: str, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, float]]:
+    """For each (student, chapter), the points per graded cell (None scores are left out;
+    a submission the gradebook does not hold gets ``{}``); one connection for all."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    out = {}
+    with Gradebook(url, COURSE_ID) as gb:
+        for student, chapter in pairs:
+            try:
+                notebook = gb.find_submission_notebook(chapter, chapter, student)
+            except MissingEntry:
+                out[(student, chapter)] = {}
+                continue
+            out[(student, chapter)] = {
+                g.name: float(g.score) for g in notebook.grades if g.score is not None
+            }
+    return out
