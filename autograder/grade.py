@@ -76,6 +76,7 @@ from attention_course.runtime import GRADING_ENV
 from autograder import gradebook
 from autograder.chapters import ALL_CHAPTERS, CourseError, chapters_in, solution_path
 from autograder.nbgrader_settings import course_config, grading_settings
+from autograder.outside import OutsideCheck
 from autograder.release import nbgrader_api, validate_solution_notebook
 from autograder.sandbox import NOT_GRADED, check_sandbox
 
@@ -312,6 +313,9 @@ def grade(
             )
         ledger.chapters[chapter] = solution_hashes[chapter]
         ledger.save()
+    # The key of each chapter: its solution run once in a kernel like the students' (cached)
+    outside = OutsideCheck(root, out, grading_config(work, db, *settings), log)
+    outside.prepare(wanted)
 
     reasons: dict[tuple[str, str], str | None] = {}
     jobs = []
@@ -382,6 +386,7 @@ def grade(
         if reasons[(student, chapter)]:
             report.problems.append(f"{student} / {chapter}: {reasons[(student, chapter)]}")
     report.rows = _all_rows(root, db, ledger)
+    report.rows = outside.verify(report)  # values handed out by the tests against the key
     report.rows = _withhold_flagged(root, out, report)
     report.graded = len(jobs)
     report.up_to_date = up_to_date

@@ -15,7 +15,11 @@ submission *flagged for review* when a solution cell
   an IPython exception handler (``set_custom_exc``), or reaches them through ``setattr``,
   ``globals()`` or ``__builtins__``;
 - writes files or removes them (``open(..., "w")``, ``Path.write_text``, ``os.remove``,
-  ``shutil.rmtree``, ...).
+  ``shutil.rmtree``, ...);
+- mentions the protocol by which hidden tests hand values out for the check outside the
+  kernel (``hand_out``, ``attention_course.handout``, its MIME type,
+  ``publish_display_data``, ``display_pub``): only the tests hand values out, so a solution
+  cell that does is forging them (``autograder/outside.py``).
 
 A flag is a reason to look, not a verdict: the grader withholds the points of a flagged
 exercise until the instructor accepts it (see the instructor guide). What the scan cannot
@@ -110,12 +114,17 @@ FILE_WRITES = frozenset(
     }
 )
 
+# The handout protocol (attention_course/handout.py): names that publish a handout, and
+# strings found in its module's name and its MIME type.
+HANDOUT_NAMES = frozenset({"hand_out", "publish_display_data", "display_pub"})
+HANDOUT_STRINGS = ("attention_course.handout", "attention-course.handout")
+
 
 @dataclass(frozen=True)
 class Flag:
     cell: str  # grade id of the solution cell
     line: int  # line in the cell, from 1
-    rule: str  # "reference", "operator", "redefines", "files", "hidden"
+    rule: str  # "reference", "operator", "redefines", "files", "hidden", "handout"
     message: str
 
     def __str__(self) -> str:
@@ -167,11 +176,26 @@ class _Scanner(ast.NodeVisitor):
             full = f"{module}.{alias.name}"
             self.aliases[alias.asname or alias.name] = full
             self._check_operator(node, full)
+            if not _mentions_handout(module):
+                self._check_handout(node, full)
         self.generic_visit(node)
 
     def _check_module(self, node: ast.AST, module: str) -> None:
         if module == "autograder" or module.startswith("autograder."):
             self.flag(node, "reference", f"imports {module}: the course's reference code")
+        self._check_handout(node, module)
+
+    def _check_handout(self, node: ast.AST, text: str) -> None:
+        """Flag a mention of the handout protocol (a name, a module, a string)."""
+        last = text.rsplit(".", 1)[-1]
+        if last in HANDOUT_NAMES or _mentions_handout(text):
+            what = last if last in HANDOUT_NAMES else text
+            self.flag(
+                node,
+                "handout",
+                f"mentions {what!r}, the protocol by which hidden tests hand values out for "
+                "the check outside the kernel: only the tests hand values out",
+            )
 
     def _check_operator(self, node: ast.AST, dotted: str) -> None:
         dotted = dotted.replace("torch.nn.functional", "functional").replace("torch.nn", "nn")
@@ -191,9 +215,17 @@ class _Scanner(ast.NodeVisitor):
         if dotted.startswith("autograder"):
             self.flag(node, "reference", f"uses {dotted}: the course's reference code")
         self._check_operator(node, dotted)
+        if node.attr in HANDOUT_NAMES:
+            self._check_handout(node, node.attr)
         self.generic_visit(node)
 
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and _mentions_handout(node.value):
+            self._check_handout(node, node.value[:80])
+
     def visit_Name(self, node: ast.Name) -> None:
+        if node.id in HANDOUT_NAMES:
+            self._check_handout(node, node.id)
         if isinstance(node.ctx, ast.Load) and node.id in self.aliases:
             origin = self.aliases[node.id]
             if "." in origin:
@@ -269,6 +301,10 @@ class _Scanner(ast.NodeVisitor):
             if name in TEST_NAMES:
                 self.flag(node, "redefines", f"declares {name} global, which the tests use")
         self.generic_visit(node)
+
+
+def _mentions_handout(text: str) -> bool:
+    return any(marker in text for marker in HANDOUT_STRINGS)
 
 
 def _opens_for_writing(node: ast.Call) -> bool:
