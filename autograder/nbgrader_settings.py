@@ -71,6 +71,7 @@ def configure(c: Config) -> Config:
     ]
     # nbgrader's API sets HTMLExporter.template_name = "feedback" (its own template) on every
     # call; the settings of the exporter that GenerateFeedback makes, given here, win over it.
+    c.GenerateFeedback.exporter_class = "autograder.feedback.FeedbackExporter"  # faster, same page
     c.GenerateFeedback.HTMLExporter.template_name = FEEDBACK_TEMPLATE
     c.GenerateFeedback.HTMLExporter.extra_template_basedirs = [str(FEEDBACK_TEMPLATES)]
     return c

@@ -2,7 +2,7 @@
 by the course's grader (issue 11).
 
     .venv/bin/python -m benchmarks.grading_throughput [--chapter 04_dot_product_attention]
-        [--students 30] [--write]
+        [--students 30] [--workers 2 3] [--write]
 
 The class is the solution and every catalogued mistake of the chapter, in turn, until there
 are ``--students`` submissions. Both graders run in grading mode
@@ -105,10 +105,11 @@ def plain_nbgrader(chapter: str, submissions: Path, work: Path) -> float:
     return time.perf_counter() - start
 
 
-def course_grader(submissions: Path, out: Path) -> float:
+def course_grader(submissions: Path, out: Path, workers: int) -> float:
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out)],
+        [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out)]
+        + ["--workers", str(workers)],
         cwd=ROOT,
         check=True,
         capture_output=True,
@@ -121,8 +122,16 @@ def main(argv=None) -> int:
     parser.add_argument("--chapter", default="04_dot_product_attention")
     parser.add_argument("--students", type=int, default=30)
     parser.add_argument("--write", action="store_true", help="write benchmarks/grading.md")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=None,
+        help="the course grader's worker counts to measure (default: one per core)",
+    )
     args = parser.parse_args(argv)
     cores = os.cpu_count() or 1
+    counts = args.workers or [cores]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         make_class(args.chapter, args.students, tmp / "class")
@@ -131,19 +140,29 @@ def main(argv=None) -> int:
             for _ in range(2)
         )
         plain = plain_nbgrader(args.chapter, tmp / "class", tmp / "plain")
-        ours = course_grader(tmp / "class", tmp / "out")
+        ours = {
+            workers: course_grader(tmp / "class", tmp / f"out-{workers}", workers)
+            for workers in counts
+        }
     n = args.students
-    rows = [
-        ("plain nbgrader autograde (serial, no feedback)", plain, 1),
-        (f"python -m autograder grade ({cores} workers, feedback and report)", ours, cores),
-    ]
+    rows = [("plain nbgrader autograde (serial, no feedback)", plain, 1)]
+    for workers, seconds in ours.items():
+        default = " (the default)" if workers == cores else ""
+        rows.append(
+            (
+                f"python -m autograder grade --workers {workers}{default} (feedback and report)",
+                seconds,
+                workers,
+            )
+        )
     lines = [
         "# Grading throughput",
         "",
         f"{n} submissions of `{args.chapter}` (the solution and each catalogued mistake in "
         f"turn), grading mode, measured {date.today()} on {cores} cores, {platform.machine()}, "
         f"Python {platform.python_version()}, with "
-        f"`python -m benchmarks.grading_throughput --chapter {args.chapter} --students {n}`. "
+        f"`python -m benchmarks.grading_throughput --chapter {args.chapter} --students {n}"
+        f"{' --workers ' + ' '.join(map(str, counts)) if args.workers else ''}`. "
         f"The notebook alone runs in {notebook:.1f} s in grading mode (nbclient, best of 2).",
         "",
         "| grader | wall s | submissions / min | overhead per submission beyond the notebook, s |",
@@ -152,7 +171,11 @@ def main(argv=None) -> int:
     for name, seconds, processes in rows:
         overhead = seconds * processes / n - notebook
         lines.append(f"| {name} | {seconds:.0f} | {60 * n / seconds:.1f} | {overhead:.1f} |")
-    lines += ["", f"Speed-up of the course's grader: **{plain / ours:.2f}x**."]
+    lines.append("")
+    for workers, seconds in ours.items():
+        lines.append(
+            f"Speed-up of the course's grader with {workers} workers: **{plain / seconds:.2f}x**."
+        )
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:
