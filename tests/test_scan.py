@@ -117,6 +117,27 @@ def test_code_the_scan_cannot_read_is_flagged(source):
     assert "hidden" in rules(source)
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from attention_course.handout import hand_out\nhand_out(output, 'output')",
+        "import attention_course.handout as h\nh.hand_out = lambda *a, **k: None",
+        "from attention_course import handout",
+        "from IPython.display import publish_display_data",
+        "get_ipython().display_pub.publish({})",
+        "data = {'application/vnd.attention-course.handout+json': {}}",
+    ],
+)
+def test_mentioning_the_handout_protocol_is_flagged(source):
+    assert "handout" in rules(source)
+
+
+def test_the_handout_mime_type_is_recognised():
+    from attention_course.handout import MIME_TYPE
+
+    assert rules(f"kind = {MIME_TYPE!r}") == ["handout"]
+
+
 def test_reading_a_file_and_a_syntax_error_are_not_flagged():
     assert rules("text = open('data.txt').read()") == []
     assert rules("def f(:\n    pass") == []
