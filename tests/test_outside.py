@@ -11,7 +11,7 @@ a wrong attention whose cell rebinds the course's checks through ``__main__.__di
 form the scan does not flag), which passes in the kernel and fails outside; a wrong causal
 mask whose cell installs an IPython exception handler, built at run time, that swallows
 the failure (the hidden tests' hand-outs after the failed check are missing); a forger,
-whose cell replaces ``hand_out``. About 50 s on two cores, 13 of them the key.
+whose cell replaces ``hand_out``. About 100 s on two shared cores, 13 of them the key.
 """
 
 import json
