@@ -76,7 +76,7 @@ from attention_course.runtime import GRADING_ENV
 from autograder import gradebook
 from autograder.chapters import ALL_CHAPTERS, CourseError, chapters_in, solution_path
 from autograder.nbgrader_settings import course_config, grading_settings
-from autograder.outside import OutsideCheck
+from autograder.outside import OutsideCheck, key_cache
 from autograder.release import nbgrader_api, validate_solution_notebook
 from autograder.sandbox import NOT_GRADED, check_sandbox
 
@@ -289,7 +289,9 @@ def grade(
     # What a kernel must not see: the gradebook (it holds the hidden tests) and the other
     # submissions. (The solution notebooks stay: the diagnosis of known mistakes replays
     # their cells in the kernel.)
-    hidden = _hideable([out, submissions, gradebook.socket_folder(db)], [root])
+    keys = key_cache()  # the keys' sketches would let a forged hand_out match them
+    keys.mkdir(parents=True, exist_ok=True)
+    hidden = _hideable([out, submissions, gradebook.socket_folder(db), keys], [root])
     settings = (sandbox, cell_timeout, tuple(str(h) for h in hidden))
     api = nbgrader_api(grading_config(work, db, *settings))
 
