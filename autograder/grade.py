@@ -389,7 +389,10 @@ def grade(
             report.problems.append(f"{student} / {chapter}: {reasons[(student, chapter)]}")
     report.rows = _all_rows(root, db, ledger)
     report.rows = _withhold_flagged(root, out, report)
-    report.rows = outside.verify(report)  # values handed out by the tests against the key
+    # values handed out by the tests against the key; an instructor's manual score stands
+    pairs = sorted({(r.student, r.chapter) for r in report.rows if r.status == GRADED})
+    manual = gradebook.manually_graded(db, pairs) if pairs else set()
+    report.rows = outside.verify(report, manual)
     report.graded = len(jobs)
     report.up_to_date = up_to_date
     write_csv(report.rows, out / CELLS_CSV)

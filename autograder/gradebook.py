@@ -201,3 +201,20 @@ def scores(url: str, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], dict
                 g.name: float(g.score) for g in notebook.grades if g.score is not None
             }
     return out
+
+
+def manually_graded(url: str, pairs: list[tuple[str, str]]) -> set[tuple[str, str, str]]:
+    """(student, chapter, cell) of every graded cell an instructor gave a manual score."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    found = set()
+    with Gradebook(url, COURSE_ID) as gb:
+        for student, chapter in pairs:
+            try:
+                notebook = gb.find_submission_notebook(chapter, chapter, student)
+            except MissingEntry:
+                continue
+            found |= {
+                (student, chapter, g.name) for g in notebook.grades if g.manual_score is not None
+            }
+    return found

@@ -429,16 +429,22 @@ class OutsideCheck:
         )
         return key
 
-    def verify(self, report) -> list:
+    def verify(self, report, manual: set[tuple[str, str, str]] = frozenset()) -> list:
         """``report.rows`` with the points of every graded test cell whose handed-out
-        values differ from the key's taken away; the reasons added to ``report.problems``."""
+        values differ from the key's taken away; the reasons added to ``report.problems``.
+        A cell in ``manual`` (student, chapter, cell), which an instructor scored by hand,
+        keeps its score."""
         from autograder.grade import GRADED
 
         solutions = self._graded_against()
         notebooks: dict[tuple[str, str], dict[str, list] | str] = {}
         rows = []
         for row in report.rows:
-            if row.status != GRADED or row.points <= 0:
+            if (
+                row.status != GRADED
+                or row.points <= 0
+                or (row.student, row.chapter, row.cell) in manual
+            ):
                 rows.append(row)
                 continue
             pair = (row.student, row.chapter)
