@@ -88,6 +88,10 @@ def grading_settings(
     (default ``CELL_TIMEOUT_S``)."""
     c.Autograde.autograde_preprocessors = list(AUTOGRADE_PREPROCESSORS)
     c.GradingExecute.sandbox = sandbox
+    # Each submission's kernel is killed once its last cell has answered, not asked to exit:
+    # a graceful exit would wait for the kernel to tear down PyTorch (a few tenths of a
+    # second per submission), and nothing of it is read after the last cell.
+    c.GradingExecute.shutdown_kernel = "immediate"
     c.SandboxedKernelManager.hidden = [str(folder) for folder in hidden]
     if cell_timeout is not None:
         c.Execute.timeout = int(cell_timeout)

@@ -4,6 +4,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -20,7 +21,7 @@ from autograder.grade import (
     write_csv,
     write_wide_csv,
 )
-from autograder.release import check, release
+from autograder.release import alembic_head, check, release
 
 
 def run_cli(*args, cwd):
@@ -37,6 +38,20 @@ def course_copy(root, tmp_path):
     for name in ("_toc.yml", "nbgrader_config.py"):
         shutil.copyfile(root / name, tmp_path / name)
     return tmp_path
+
+
+def test_the_gradebook_revision_is_what_alembic_heads_says(tmp_path):
+    """``grade`` stamps a new gradebook with the head of nbgrader's alembic scripts, read in
+    its own process; nbgrader's own way runs ``alembic heads``."""
+    import nbgrader
+
+    ini = tmp_path / "alembic.ini"
+    scripts = Path(nbgrader.__file__).parent / "alembic"
+    ini.write_text(f"[alembic]\nscript_location = {scripts}\n", encoding="utf-8")
+    alembic = Path(sys.executable).parent / "alembic"
+    said = subprocess.run([str(alembic), "-c", str(ini), "heads"], capture_output=True, text=True)
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.split()[0] == alembic_head()
 
 
 def test_committed_notebooks_are_in_sync(root):
