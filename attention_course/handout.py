@@ -45,6 +45,7 @@ MAX_ENTRIES = 1 << 22  # a value with more entries is sketched on its first MAX_
 def projections(n: int) -> torch.Tensor:
     """The (PROJECTIONS, n) float64 matrix of the sketch of a value with n entries."""
     import torch  # here, not above: the grader's processes import this module without torch
+
     g = torch.Generator().manual_seed(SEED)
     return torch.rand(PROJECTIONS, n, generator=g, dtype=torch.float64) * 2 - 1
 
@@ -52,6 +53,7 @@ def projections(n: int) -> torch.Tensor:
 def sketch(value, name: str = "value") -> dict:
     """A JSON-able sketch of a tensor, a number, a bool, or a tuple/list of them."""
     import torch
+
     if isinstance(value, list | tuple):
         return {"name": name, "kind": "sequence", "items": [sketch(v, name) for v in value]}
     if isinstance(value, bool):

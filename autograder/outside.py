@@ -33,8 +33,8 @@ kernel stays failed.
 
 import dataclasses
 import hashlib
-import json
 import importlib.metadata
+import json
 import math
 import os
 import platform

@@ -1,5 +1,6 @@
 from pathlib import Path
 
+import book_build
 import pytest
 import torch
 
@@ -20,3 +21,19 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests that need the website run last, and its build starts now, in the background
+    (``tests/book_build.py``): it uses one core for ten minutes while the other tests run."""
+    website = [item for item in items if "site" in getattr(item, "fixturenames", ())]
+    if not website:
+        return
+    others = [item for item in items if "site" not in getattr(item, "fixturenames", ())]
+    items[:] = others + website
+    if not config.option.collectonly:
+        book_build.start()
+
+
+def pytest_unconfigure(config):
+    book_build.stop()

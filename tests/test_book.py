@@ -3,16 +3,14 @@ no hidden test, it loads nothing from outside the host that serves it, and it re
 real browser (math typeset by the locally served MathJax).
 
 The book is built once per session into a temporary folder (about half a minute plus the
-execution of the narrative pages). Screenshots of every page go to
+execution of the narrative pages), in the background while the other tests run
+(``tests/book_build.py``); the tests that need it run last. Screenshots of every page go to
 test-artifacts/screenshots/ for a human to look at.
 """
 
 import html
 import importlib.util
-import os
 import re
-import subprocess
-import sys
 import threading
 from functools import partial
 from html.parser import HTMLParser
@@ -20,6 +18,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import book_build
 import nbformat
 import pytest
 import yaml
@@ -30,7 +29,6 @@ from autograder.leaks import MARKERS, course_secret_lines, find_leaks
 
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
-BUILD_TIMEOUT_S = 900  # the budget for a clean build is 10 minutes on 2 cores
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 # Figures each chapter page computes at build time (a page may have more).
 MEASURED_FIGURES = {
@@ -54,53 +52,25 @@ PAGE_BUDGET_BYTES = 2 * 1024 * 1024  # a page with its images, for readers on a 
 
 pytestmark = pytest.mark.slow
 
-# A short Python program that runs Jupyter Book's command line with this interpreter.
-JUPYTER_BOOK = "import sys; from jupyter_book.cli.main import main; sys.exit(main())"
-
-
-def _tail(text: str, lines: int = 60) -> str:
-    return "\n".join(text.splitlines()[-lines:])
-
 
 @pytest.fixture(scope="session")
-def site(tmp_path_factory) -> Path:
-    """Build the book from clean (-W -n --keep-going) and return the HTML folder."""
-    out = tmp_path_factory.mktemp("book")
-    env = dict(os.environ)
-    # The narrative pages import attention_course and autograder: make sure their kernel
-    # finds this checkout even where the project is not installed.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    command = [
-        sys.executable,
-        "-c",
-        JUPYTER_BOOK,
-        "build",
-        str(ROOT),
-        "--path-output",
-        str(out),
-        "-W",
-        "-n",
-        "--keep-going",
-    ]
-    try:
-        proc = subprocess.run(
-            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
-        )
-    except subprocess.TimeoutExpired as error:
+def site() -> Path:
+    """The book built from clean (-W -n --keep-going): its HTML folder. The build runs in the
+    background from the start of the session (``tests/book_build.py``)."""
+    build = book_build.start()
+    code = build.wait()
+    log = book_build.LOG.relative_to(ROOT)
+    if code is None:
         pytest.fail(
-            f"the book build took more than {BUILD_TIMEOUT_S} s:\n{_tail(str(error.output or ''))}"
+            f"the book build ran past {book_build.TIMEOUT_S} s; full log in {log}, last "
+            f"lines:\n{build.log_tail()}"
         )
-    log = proc.stdout + proc.stderr
-    log_file = ROOT / "test-artifacts" / "book-build.log"
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    log_file.write_text(log, encoding="utf-8")
-    html_dir = out / "_build" / "html"
-    if proc.returncode != 0 or not (html_dir / "index.html").is_file():
+    if code != 0 or not (build.html / "index.html").is_file():
         pytest.fail(
-            f"`jupyter-book build . -W -n --keep-going` failed (exit status {proc.returncode}); "
-            f"full log in {log_file.relative_to(ROOT)}, last lines:\n{_tail(log)}"
+            f"`jupyter-book build . -W -n --keep-going` failed (exit status {code}); "
+            f"full log in {log}, last lines:\n{build.log_tail()}"
         )
-    return html_dir
+    return build.html
 
 
 def html_pages(site: Path) -> list[Path]:
