@@ -264,3 +264,41 @@ def _remembered(highlight, lexer):
         return _HIGHLIGHTED[key]
 
     return cached
+
+
+# --- what the grader decided after the page was written -----------------------------------
+
+NOTICE_START, NOTICE_END = "<!-- course-notice -->", "<!-- /course-notice -->"
+_NOTICE = re.compile(re.escape(NOTICE_START) + r".*?" + re.escape(NOTICE_END) + r"\n?", re.S)
+
+
+def notice_html(lowered: list[tuple[str, str, float, float, str]], total: tuple) -> str:
+    """The box at the top of a feedback page for the cells whose points the grader lowered
+    after the notebook ran: ``lowered`` is (grade id, test name, points, max points, why),
+    ``total`` the chapter's (points, max points) as graded."""
+    items = "".join(
+        f'<li><a href="#{html.escape(cell)}">{html.escape(name)}</a>: '
+        f"{points:g} / {max_points:g} points. {html.escape(why)}</li>"
+        for cell, name, points, max_points, why in lowered
+    )
+    return (
+        f'{NOTICE_START}<div class="alert alert-danger course-notice" role="alert">'
+        f"<h4>Your score: {total[0]:g} / {total[1]:g}, less than this page shows</h4>"
+        "<p>The page shows your notebook as it ran. After it ran, the grader lowered these "
+        f"test cells' points:</p><ul>{items}</ul></div>{NOTICE_END}\n"
+    )
+
+
+def with_notice(page: str, notice: str | None) -> str:
+    """``page`` with its notice replaced by ``notice`` (None: no notice), at the top of the
+    body; a page given its own notice again is unchanged."""
+    page = _NOTICE.sub("", page)
+    if not notice:
+        return page
+    anchor = page.find('<a id="top"></a>')
+    if anchor < 0:
+        body = re.search(r"<body[^>]*>", page)
+        anchor = body.end() if body else 0
+    else:
+        anchor += len('<a id="top"></a>')
+    return page[:anchor] + notice + page[anchor:]

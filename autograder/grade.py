@@ -8,7 +8,9 @@ Output::
 
     OUT/grades.csv                         a row per student, a column per chapter, the total
     OUT/grades_by_cell.csv                 one row per student, chapter and graded cell
-    OUT/feedback/<student>/<chapter>.html  what the student gets back (no hidden tests)
+    OUT/feedback/<student>/<chapter>.html  what the student gets back (no hidden tests; on
+                                           top, the test cells that lost points after the
+                                           notebook ran: the scan's, the outside check's)
     OUT/gradebook.db                       nbgrader's gradebook (unless --db names another,
                                            e.g. PostgreSQL): holds the hidden tests, keep it private
     OUT/graded.json                        what each graded submission was (content hashes), and its status
@@ -387,12 +389,13 @@ def grade(
     for student, chapter in sorted(reasons):
         if reasons[(student, chapter)]:
             report.problems.append(f"{student} / {chapter}: {reasons[(student, chapter)]}")
-    report.rows = _all_rows(root, db, ledger)
+    report.rows = recorded = _all_rows(root, db, ledger)
     report.rows = _withhold_flagged(root, out, report)
     # values handed out by the tests against the key; an instructor's manual score stands
     pairs = sorted({(r.student, r.chapter) for r in report.rows if r.status == GRADED})
     manual = gradebook.manually_graded(db, pairs) if pairs else set()
     report.rows = outside.verify(report, manual)
+    _notify_feedback(root, out, recorded, report.rows)
     report.graded = len(jobs)
     report.up_to_date = up_to_date
     write_csv(report.rows, out / CELLS_CSV)
@@ -550,6 +553,47 @@ def _withhold_flagged(root: Path, out: Path, report: GradeReport) -> list[GradeR
             r if why is None else GradeRow(r.student, r.chapter, r.cell, 0.0, r.max_points, why)
         )
     return rows
+
+
+def _notify_feedback(root: Path, out: Path, recorded: list[GradeRow], rows: list[GradeRow]) -> None:
+    """Tell each student on their feedback page what the grader decided after their
+    notebook ran: which test cells lost points to the scan or to the check outside the
+    kernel, and why (``recorded``: the scores of the gradebook, ``rows``: the final ones).
+    A page whose cells all kept their points loses any notice an earlier run put there."""
+    from autograder.feedback import name_of_test, notice_html, with_notice
+
+    before = {(r.student, r.chapter, r.cell): r.points for r in recorded}
+    totals: dict[tuple[str, str], tuple[float, float]] = {}
+    lowered: dict[tuple[str, str], list[GradeRow]] = {}
+    for r in rows:
+        pair = (r.student, r.chapter)
+        points, max_points = totals.get(pair, (0.0, 0.0))
+        totals[pair] = (points + r.points, max_points + r.max_points)
+        if r.points < before.get((r.student, r.chapter, r.cell), r.points):
+            lowered.setdefault(pair, []).append(r)
+    names: dict[str, dict[str, str]] = {}
+    for (student, chapter), total in totals.items():
+        page = out / "feedback" / student / f"{chapter}.html"
+        if not page.is_file():
+            continue
+        notice = None
+        if (student, chapter) in lowered:
+            if chapter not in names:
+                solution = nbformat.read(solution_path(root, chapter), as_version=4)
+                names[chapter] = {
+                    c.metadata.get("nbgrader", {}).get("grade_id"): name_of_test(c.source)
+                    for c in solution.cells
+                    if c.cell_type == "code"
+                }
+            cells = [
+                (r.cell, names[chapter].get(r.cell) or r.cell, r.points, r.max_points, r.status)
+                for r in lowered[(student, chapter)]
+            ]
+            notice = notice_html(cells, total)
+        text = page.read_text(encoding="utf-8")
+        changed = with_notice(text, notice)
+        if changed != text:
+            page.write_text(changed, encoding="utf-8")
 
 
 def grading_config(

@@ -27,6 +27,8 @@ from autograder.feedback import (
     latex_to_mathml,
     markdown_math_to_mathml,
     name_of_test,
+    notice_html,
+    with_notice,
 )
 from autograder.submissions import mutate, solved_notebook, write_submission
 
@@ -42,6 +44,18 @@ def _html(markdown: str) -> str:
     """What the feedback page shows for a markdown cell: MarkdownMath, then nbconvert's
     markdown renderer, as the template applies it."""
     return markdown2html_mistune(markdown_math_to_mathml(markdown))
+
+
+def test_the_notice_goes_on_top_once_and_goes_away_when_nothing_was_lowered():
+    page = '<html><body>\n  <a id="top"></a>\n  <div class="container">cells</div></body></html>'
+    lowered = [("test_scale", "Check that <scores> are scaled.", 0.0, 2.0, "failed outside: x")]
+    notice = notice_html(lowered, (3.0, 10.0))
+    once = with_notice(page, notice)
+    assert once.index('<a id="top"></a>') < once.index("course-notice") < once.index("cells")
+    assert "Your score: 3 / 10" in once and "0 / 2 points" in once
+    assert 'href="#test_scale"' in once and "Check that &lt;scores&gt; are scaled." in once
+    assert with_notice(once, notice) == once  # a run again changes nothing
+    assert with_notice(once, None) == page  # regraded, nothing lowered: the notice goes
 
 
 def test_inline_and_display_math_become_mathml():

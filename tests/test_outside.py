@@ -27,6 +27,7 @@ from bwrap import grade_options
 
 from attention_course.handout import MIME_TYPE, sketch
 from autograder.chapters import CourseError
+from autograder.feedback import NOTICE_END, NOTICE_START
 from autograder.grade import CELLS_CSV, FLAGGED_CSV, read_csv
 from autograder.outside import (
     FAILED,
@@ -335,6 +336,23 @@ def test_rebound_checks_pass_in_the_kernel_and_fail_outside(graded, root):
         assert "differs from the key's" in rows[cell].status
     assert "value 1 of 9 (output, shape (4, 6, 17))" in rows["test_attention_unmasked"].status
     _keeps_the_others(graded, "rebinder", lost=SDPA_TESTS)
+
+
+@pytest.mark.slow
+def test_the_feedback_page_says_which_cells_lost_points_after_the_run(graded):
+    """The page shows the notebook as it ran, where the rebound checks passed; its notice
+    names each cell the check outside the kernel failed, and the real total."""
+    page = (graded["out"] / "feedback" / "rebinder" / f"{CHAPTER}.html").read_text()
+    notice = page[page.index(NOTICE_START) : page.index(NOTICE_END)]
+    rows = graded["rows"]["rebinder"].values()
+    total = f"{sum(r.points for r in rows):g} / {sum(r.max_points for r in rows):g}"
+    assert f"Your score: {total}, less than this page shows" in notice
+    assert notice.count("<li>") == len(SDPA_TESTS)
+    for cell in SDPA_TESTS:
+        assert f'href="#{cell}"' in notice and f'id="{cell}"' in page
+    assert "differs from the key&#x27;s" in notice
+    solution = (graded["out"] / "feedback" / "solution" / f"{CHAPTER}.html").read_text()
+    assert NOTICE_START not in solution
 
 
 @pytest.mark.slow
