@@ -119,7 +119,7 @@ def test_two_heads_do_two_lookups_one_head_cannot():
     seconds, bound the runs, so the result does not depend on the machine's load)."""
     for seed in (0, 1):
         one, two = (
-            train_lookup(MultiHeadAttention, h, seconds=120, max_steps=1200, seed=seed)
+            train_lookup(MultiHeadAttention, h, seconds=900, max_steps=1200, seed=seed)
             for h in (1, 2)
         )
         assert two.accuracy["both digits right"] > 0.98, two.accuracy
