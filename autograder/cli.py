@@ -211,7 +211,7 @@ def _report(args) -> int:
         )
     for problem in report.problems:
         print(f"warning: {problem}", file=sys.stderr)
-    print(f"wrote {report.html} and summary.csv, scores.csv, mistakes.csv beside it")
+    print(f"wrote {report.html} and summary.csv, scores.csv, mistakes.csv, times.csv beside it")
     return 0
 
 

@@ -13,7 +13,8 @@ Output::
                                            notebook ran: the scan's, the outside check's)
     OUT/gradebook.db                       nbgrader's gradebook (unless --db names another,
                                            e.g. PostgreSQL): holds the hidden tests, keep it private
-    OUT/graded.json                        what each graded submission was (content hashes), and its status
+    OUT/graded.json                        what each graded submission was (content hashes), its
+                                           status, and how long grading it took
     OUT/backups/gradebook-<UTC time>.db    the gradebook as it was before each run
     OUT/flagged.csv                        what the scan of the submissions flagged for review
     OUT/accepted.csv                       (written by the instructor) flags accepted after review
@@ -359,6 +360,7 @@ def grade(
     gradebook.create_students(db, sorted({job.student for job in jobs}))
 
     done = 0
+    progress = _Progress(len(jobs), log)
 
     def finish(job: Job, reason: str | None, seconds: float) -> None:
         nonlocal done
@@ -366,24 +368,34 @@ def grade(
         reasons[(job.student, job.chapter)] = reason
         digest = ledger.pending.pop((job.student, job.chapter))
         ledger.record(
-            job.student, job.chapter, digest, solution_hashes[job.chapter], reason or GRADED
+            job.student,
+            job.chapter,
+            digest,
+            solution_hashes[job.chapter],
+            reason or GRADED,
+            seconds,
         )
         ledger.save()  # as each job finishes: a run started again skips what is done
         outcome = "graded" if reason is None else "failed"
         line = f"{outcome} {job.student} / {job.chapter} ({done} of {len(jobs)}, {seconds:.1f} s)"
-        log(line if reason is None else f"{line}: {reason}")
+        progress.write(line if reason is None else f"{line}: {reason}")
+        progress.update()
 
-    if scheduler is not None:
-        from autograder.cluster import run_on_cluster
+    try:
+        if scheduler is not None:
+            from autograder.cluster import run_on_cluster
 
-        must_see = {"the course": root, "SUBMISSIONS": submissions, "OUT": out}
-        run_on_cluster(jobs, scheduler, (str(work), db, *settings), finish, log, must_see, sandbox)
-    elif workers == 1:
-        for job in jobs:
-            reason, seconds = _run_job(api, job)
-            finish(job, reason, seconds)
-    else:
-        _run_in_pools(jobs, workers, (str(work), db, *settings), finish)
+            must_see = {"the course": root, "SUBMISSIONS": submissions, "OUT": out}
+            worker_args = (str(work), db, *settings)
+            run_on_cluster(jobs, scheduler, worker_args, finish, progress.write, must_see, sandbox)
+        elif workers == 1:
+            for job in jobs:
+                reason, seconds = _run_job(api, job)
+                finish(job, reason, seconds)
+        else:
+            _run_in_pools(jobs, workers, (str(work), db, *settings), finish)
+    finally:
+        progress.close()
     shutil.rmtree(work / ".running", ignore_errors=True)
 
     for student, chapter in sorted(reasons):
@@ -405,6 +417,37 @@ def grade(
     write_report(out, root)  # OUT/report/: the class's scores and known mistakes
     report.seconds = time.perf_counter() - start
     return report
+
+
+class _Progress:
+    """A progress bar over the jobs on standard error (tqdm), and a line per finished job
+    through ``log``; the line is written above the bar, which stays at the bottom."""
+
+    def __init__(self, jobs: int, log):
+        from tqdm import tqdm
+
+        self.log = log
+        self.bar = tqdm(
+            total=jobs,
+            desc="grading",
+            unit="submission",
+            file=sys.stderr,
+            disable=not jobs,
+            dynamic_ncols=True,
+            mininterval=1.0,
+        )
+
+    def write(self, line: str) -> None:
+        if self.log is print:
+            self.bar.write(line, file=sys.stdout)  # clears the bar, prints, redraws it
+        else:
+            self.log(line)
+
+    def update(self) -> None:
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def file_hash(path: Path) -> str:
@@ -439,13 +482,17 @@ class _Ledger:
     def get(self, student: str, chapter: str) -> dict | None:
         return self.submissions.get(student, {}).get(chapter)
 
-    def record(self, student, chapter, digest, solution, status) -> None:
-        self.submissions.setdefault(student, {})[chapter] = {
+    def record(self, student, chapter, digest, solution, status, seconds=None) -> None:
+        """``seconds``: how long its job took (None when it was not run: missing, unreadable)."""
+        entry = {
             "sha256": digest,
             "solution": solution,
             "status": status,
             "time": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+        if seconds is not None:
+            entry["seconds"] = round(seconds, 2)
+        self.submissions.setdefault(student, {})[chapter] = entry
 
     def save(self) -> None:
         data = {

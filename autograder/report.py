@@ -4,17 +4,20 @@ Input, what ``python -m autograder grade SUBMISSIONS --out OUT`` leaves::
 
     OUT/grades_by_cell.csv                                    one row per student, chapter, graded cell
     OUT/nbgrader/autograded/<student>/<chapter>/<chapter>.ipynb  the notebooks as graded
+    OUT/graded.json                                           how long each submission took to grade
 
 Output::
 
     OUT/report/index.html    per chapter: the scores of every test cell (table and plot) and the
-                             known mistakes diagnosed across the class (table and plot);
-                             self-contained (inline CSS, plots as inline PNG)
+                             known mistakes diagnosed across the class (table and plot); then
+                             the slowest submissions to grade (table and plot); self-contained
+                             (inline CSS, plots as inline PNG)
     OUT/report/summary.csv   one row per chapter and test cell: graded, mean, full marks, zero,
                              not graded, lost points, of which with a diagnosis
     OUT/report/scores.csv    one row per chapter, test cell and score: how many students got it
                              (score ``not graded`` counts the submissions that were not graded)
     OUT/report/mistakes.csv  one row per chapter and diagnosed mistake: how many students, who
+    OUT/report/times.csv     one row per graded submission, slowest first: seconds to grade it
 
 A test cell belongs to the exercise whose solution cell comes before it in the notebook.
 A diagnosed mistake is a tag ``[known mistake: NAME]`` in the error message of a failed test
@@ -27,6 +30,7 @@ import base64
 import csv
 import html
 import io
+import json
 import re
 import statistics
 from collections import Counter
@@ -36,11 +40,12 @@ from pathlib import Path
 import nbformat
 
 from autograder.chapters import ALL_CHAPTERS, CourseError, solution_path
-from autograder.grade import CELLS_CSV, GradeRow, read_csv
+from autograder.grade import CELLS_CSV, LEDGER, GradeRow, read_csv
 
 TAG = re.compile(r"\[known mistake: ([a-z0-9-]+)\]")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 NOT_GRADED = "not graded"
+SLOWEST_SHOWN = 15  # submissions named in the report's table and plot of grading times
 
 
 @dataclass
@@ -98,11 +103,27 @@ class ChapterReport:
 
 
 @dataclass
+class Timing:
+    """How long one submission took to grade (its kernel, tests and feedback page)."""
+
+    student: str
+    chapter: str
+    seconds: float
+    status: str  # "graded", or why it was not
+    graded_at: str  # UTC, ISO 8601
+
+
+@dataclass
 class Report:
     out: Path
     students: int
     chapters: list[ChapterReport]
     problems: list[str]
+    timings: list[Timing] = field(default_factory=list)  # slowest first
+
+    @property
+    def slowest(self) -> list[Timing]:
+        return self.timings[:SLOWEST_SHOWN]
 
     @property
     def html(self) -> Path:
@@ -186,7 +207,28 @@ def build(out: Path, root: Path | None = None) -> Report:
         _chapter(out, root, chapter, by_chapter[chapter], problems)
         for chapter in sorted(by_chapter, key=lambda c: (order.get(c, len(order)), c))
     ]
-    return Report(out, len({r.student for r in rows}), chapters, problems)
+    timings = read_timings(out, {(r.student, r.chapter) for r in rows}, problems)
+    return Report(out, len({r.student for r in rows}), chapters, problems, timings)
+
+
+def read_timings(out: Path, pairs: set[tuple[str, str]], problems: list[str]) -> list[Timing]:
+    """The grading time of every (student, chapter) in ``pairs`` that ``OUT/graded.json``
+    records one for (a job that ran; not a missing or unreadable notebook), slowest first."""
+    path = out / LEDGER
+    if not path.is_file():
+        return []
+    try:
+        submissions = json.loads(path.read_text(encoding="utf-8"))["submissions"]
+        timings = [
+            Timing(student, chapter, float(e["seconds"]), str(e["status"]), str(e.get("time")))
+            for student, chapters in submissions.items()
+            for chapter, e in chapters.items()
+            if (student, chapter) in pairs and e.get("seconds") is not None
+        ]
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        problems.append(f"{path} is unreadable ({type(error).__name__}): no grading times")
+        return []
+    return sorted(timings, key=lambda t: (-t.seconds, t.student, t.chapter))
 
 
 def _chapter(
@@ -320,6 +362,11 @@ def _write_csvs(report: Report, folder: Path) -> None:
                     (ch.chapter, m.exercise, m.name, m.says, " ".join(sorted(m.tests)))
                     + (len(m.students), " ".join(sorted(m.students)))
                 )
+    with open(folder / "times.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(("student", "chapter", "seconds", "status", "graded_at"))
+        for t in report.timings:
+            w.writerow((t.student, t.chapter, f"{t.seconds:.1f}", t.status, t.graded_at))
 
 
 def _png(fig) -> str:
@@ -401,6 +448,74 @@ def _mistakes_plot(ch: ChapterReport) -> str:
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_title(f"{ch.chapter}: known mistakes diagnosed")
     return _png(fig)
+
+
+def _times_plot(report: Report) -> str:
+    """The slowest submissions as horizontal bars (red: not graded), and a dashed line at
+    the median time of its chapter for each, so an outlier stands out."""
+    from matplotlib.figure import Figure
+
+    shown = report.slowest
+    medians = _chapter_medians(report)
+    fig = Figure(figsize=(8, 0.35 * len(shown) + 1.3))
+    ax = fig.add_subplot()
+    for y, t in enumerate(shown):
+        ax.barh(y, t.seconds, color="#4f81bd" if t.status == "graded" else "#c0504d")
+        ax.plot([medians[t.chapter]] * 2, [y - 0.4, y + 0.4], color="black", ls="--", lw=1)
+        ax.text(t.seconds, y, f" {t.seconds:.1f} s", va="center", fontsize=8)
+    ax.set_yticks(range(len(shown)), [f"{t.student} · {t.chapter}" for t in shown])
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(t.seconds for t in shown) * 1.15)
+    ax.set_xlabel("seconds to grade (dashed: the chapter's median)")
+    ax.set_title("the slowest submissions")
+    return _png(fig)
+
+
+def _chapter_medians(report: Report) -> dict[str, float]:
+    by_chapter: dict[str, list[float]] = {}
+    for t in report.timings:
+        by_chapter.setdefault(t.chapter, []).append(t.seconds)
+    return {ch: statistics.median(s) for ch, s in by_chapter.items()}
+
+
+def _times_html(report: Report) -> str:
+    parts = ['<h2 id="slowest">The slowest submissions</h2>']
+    if not report.timings:
+        parts.append(
+            "<p>No grading times recorded: <code>graded.json</code> holds none (it is "
+            "written by <code>python -m autograder grade</code>).</p>"
+        )
+        return "\n".join(parts)
+    medians = _chapter_medians(report)
+    order = {c: i for i, c in enumerate(ALL_CHAPTERS)}
+    spread = "; ".join(
+        f"<code>{_e(ch)}</code> {medians[ch]:.1f} s"
+        for ch in sorted(medians, key=lambda c: (order.get(c, len(order)), c))
+    )
+    n = len(report.timings)
+    parts.append(
+        f"<p>How long each submission took to grade: its kernel, every cell, the tests and "
+        f"the feedback page, in one worker. {n} submission{'s' if n != 1 else ''} timed; "
+        f"the median per chapter: {spread}. A submission far above its chapter's median "
+        "usually holds a cell that ran into the cell timeout, or trained longer than the "
+        "exercise asks: look at its feedback page. All of them in <code>times.csv</code>.</p>"
+    )
+    rows = [
+        [
+            str(i + 1),
+            _e(t.student),
+            f"<code>{_e(t.chapter)}</code>",
+            f"{t.seconds:.1f}",
+            f"{t.seconds / medians[t.chapter]:.1f}×" if medians[t.chapter] else "–",
+            _e(t.status),
+            _e(t.graded_at),
+        ]
+        for i, t in enumerate(report.slowest)
+    ]
+    head = ["", "student", "chapter", "seconds", "of the median", "status", "graded at (UTC)"]
+    parts.append(_table(head, rows, {0, 3, 4}))
+    parts.append(_times_plot(report))
+    return "\n".join(parts)
 
 
 CSS = """
@@ -515,12 +630,14 @@ def _html(report: Report) -> str:
     submissions = sum(ch.students for ch in report.chapters)
     students = report.students
     toc = " · ".join(f'<a href="#{_e(ch.chapter)}">{_e(ch.chapter)}</a>' for ch in report.chapters)
+    toc += ' · <a href="#slowest">the slowest submissions</a>'
     intro = (
         f"<p>{submissions} submission{'s' if submissions != 1 else ''} from {students} "
         f"student{'s' if students != 1 else ''} in {len(report.chapters)} "
         f"chapter{'s' if len(report.chapters) != 1 else ''}: {toc}. Each chapter shows the "
         "scores of every graded test cell (a test cell belongs to the exercise above it in "
-        "the notebook), then the known mistakes diagnosed across the class.</p>"
+        "the notebook), then the known mistakes diagnosed across the class; the last "
+        "section lists the submissions that took longest to grade.</p>"
         "<p>When a test cell fails and the student's code gives the same results as a mistake "
         "of the chapter's catalogue (<code>autograder/mistakes/</code>) on every input the "
         "test gave it, the failure message names that mistake with a tag "
@@ -532,13 +649,13 @@ def _html(report: Report) -> str:
         "could not run (see the <code>status</code> column of <code>grades_by_cell.csv</code>); "
         "they are left out of the mean.</p>"
         "<p>The same numbers as CSV, beside this page: <code>summary.csv</code>, "
-        "<code>scores.csv</code>, <code>mistakes.csv</code>.</p>"
+        "<code>scores.csv</code>, <code>mistakes.csv</code>, <code>times.csv</code>.</p>"
     )
     problems = ""
     if report.problems:
         items = "".join(f"<li>{_e(p)}</li>" for p in report.problems)
         problems = f"<h2>Problems</h2><ul>{items}</ul>"
-    body = "\n".join(_chapter_html(ch) for ch in report.chapters)
+    body = "\n".join(_chapter_html(ch) for ch in report.chapters) + "\n" + _times_html(report)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         "<title>Grading report</title>"

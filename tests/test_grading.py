@@ -197,6 +197,21 @@ def test_the_class_report_counts_each_mistake(graded):
     assert (out / "report" / "index.html").is_file()
 
 
+def test_the_class_report_times_every_submission_that_ran(graded):
+    """The report's slowest submissions: a time for every notebook a kernel ran, slowest
+    first (the broken file ran none)."""
+    import csv
+
+    chapter, by_student, out = graded
+    with open(out / "report" / "times.csv", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["chapter"] == chapter]
+    assert {r["student"] for r in rows} == set(by_student) - {"broken"}
+    seconds = [float(r["seconds"]) for r in rows]
+    assert seconds == sorted(seconds, reverse=True) and seconds[-1] > 0
+    page = (out / "report" / "index.html").read_text(encoding="utf-8")
+    assert f"{len(rows)} submissions timed" in page
+
+
 def test_submissions_are_valid_notebooks(root):
     for chapter in MUTANTS:
         nbformat.validate(solved_notebook(root, chapter))

@@ -2,6 +2,7 @@
 PostgreSQL gradebook and on a Dask cluster, gives the same grades as grading one by one;
 it survives a worker process that dies and retries a step that met a locked gradebook."""
 
+import re
 import subprocess
 import sys
 
@@ -30,6 +31,12 @@ def grade_cli(root, submissions, out, workers, *options):
         timeout=900,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    # the progress bar (tqdm, on standard error) reached every job of the run
+    jobs = re.search(r"^graded (\d+) submission", result.stdout, re.MULTILINE)
+    assert jobs, result.stdout[-3000:]
+    if int(jobs.group(1)):
+        bar = "grading: 100%|"
+        assert bar in result.stderr and f"| {jobs.group(1)}/{jobs.group(1)} [" in result.stderr
     return result.stdout
 
 

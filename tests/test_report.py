@@ -3,6 +3,7 @@ a grades.csv and a few small autograded notebooks whose failed test cells carry 
 diagnosis writes. No grading runs here; the catalogue is a fake one."""
 
 import csv
+import json
 import re
 from dataclasses import dataclass
 
@@ -111,6 +112,28 @@ def write_class(out):
     path.parent.mkdir(parents=True)
     nbformat.write(nbformat.v4.new_notebook(), path)
     write_csv(rows, out / "grades.csv")
+    write_ledger(out)
+
+
+# How long each submission took to grade, as ``grade`` records it in OUT/graded.json:
+# dave's missing notebook ran no job, and erin, graded into OUT once, is no longer in the CSV.
+SECONDS = {
+    ("alice", CHAPTER): 9.5,
+    ("bob", CHAPTER): 31.25,
+    ("carol", CHAPTER): 11.0,
+    ("alice", OTHER): 20.0,
+    ("erin", CHAPTER): 99.0,
+}
+
+
+def write_ledger(out):
+    submissions = {}
+    for (student, chapter), seconds in SECONDS.items():
+        entry = {"sha256": "0" * 64, "solution": "1" * 64, "status": "graded", "seconds": seconds}
+        submissions.setdefault(student, {})[chapter] = entry | {"time": "2026-11-24T10:00:00+00:00"}
+    submissions["dave"] = {CHAPTER: {"status": f"missing: no {CHAPTER}/ folder", "sha256": None}}
+    ledger = {"gradebook": "sqlite:///gradebook.db", "chapters": {}, "submissions": submissions}
+    (out / "graded.json").write_text(json.dumps(ledger), encoding="utf-8")
 
 
 def read(path):
@@ -177,13 +200,47 @@ def test_report_page_is_self_contained(graded):
     page = (graded / "report" / "index.html").read_text(encoding="utf-8")
     assert "5 submissions from 4 students in 2 chapters" in page
     assert "[known mistake: NAME]" in page
-    assert page.count("<table") == 3  # chapter 04: scores and mistakes; chapter 01: scores
-    assert page.count('<img alt="" src="data:image/png;base64,') == 3
+    # chapter 04: scores and mistakes; chapter 01: scores; the slowest submissions
+    assert page.count("<table") == 4
+    assert page.count('<img alt="" src="data:image/png;base64,') == 4
     assert SAYS in page and "made-up-thing" in page and "not in the catalogue" in page
     assert "bob carol" in page
     text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", page)
     assert "http" not in text and 'src="/' not in text and "<script" not in text
     assert "No failure in this chapter named a known mistake" in text  # chapter 01
+
+
+def test_report_names_the_slowest_submissions(graded):
+    assert main(["report", str(graded)]) == 0
+    times = read(graded / "report" / "times.csv")
+    assert [(r["student"], r["chapter"], r["seconds"]) for r in times] == [
+        ("bob", CHAPTER, "31.2"),
+        ("alice", OTHER, "20.0"),
+        ("carol", CHAPTER, "11.0"),
+        ("alice", CHAPTER, "9.5"),
+    ]  # slowest first; no time for dave (nothing ran) nor erin (not in the grades)
+    assert {r["status"] for r in times} == {"graded"}
+    page = (graded / "report" / "index.html").read_text(encoding="utf-8")
+    section = page[page.index('<h2 id="slowest">') :]
+    assert "4 submissions timed" in section
+    assert f"<code>{CHAPTER}</code> 11.0 s" in section  # the median of 9.5, 11 and 31.25
+    assert f"<code>{OTHER}</code> 20.0 s" in section
+    rows = re.findall(r"<tr><td class=\"n\">(\d+)</td><td>(\w+)</td>", section)
+    assert rows == [("1", "bob"), ("2", "alice"), ("3", "carol"), ("4", "alice")]
+    assert "2.8×" in section  # bob: 31.25 s against his chapter's median of 11 s
+    assert '<a href="#slowest">' in page
+
+
+def test_report_without_grading_times_says_so(graded, capsys):
+    (graded / "graded.json").unlink()
+    assert main(["report", str(graded)]) == 0
+    page = (graded / "report" / "index.html").read_text(encoding="utf-8")
+    assert "No grading times recorded" in page
+    assert read(graded / "report" / "times.csv") == []
+    (graded / "graded.json").write_text('{"submissions": [1, 2]}', encoding="utf-8")
+    assert main(["report", str(graded)]) == 0
+    assert "graded.json is unreadable" in capsys.readouterr().err
+    assert read(graded / "report" / "times.csv") == []
 
 
 def test_report_takes_a_relative_path_from_a_subfolder(graded, monkeypatch, capsys):
