@@ -1,5 +1,6 @@
 """The instructor's commands: release, check, and clear errors for bad input."""
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -114,6 +115,21 @@ def test_outside_the_course_is_a_clear_error(tmp_path):
     assert result.returncode == 2 and "not inside the course" in result.stderr
     with pytest.raises(CourseError):
         find_root(tmp_path)
+
+
+@pytest.mark.parametrize("how", ["relative", "absolute", "found from a folder below"])
+def test_the_course_folder_relative_absolute_or_found(course_copy, tmp_path_factory, how):
+    """``--course-dir`` relative to where the command runs or absolute, or no
+    ``--course-dir`` in a folder below the course's top folder."""
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    if how == "found from a folder below":
+        cwd, args = course_copy / "solutions" / "04_dot_product_attention", []
+    else:
+        course = os.path.relpath(course_copy, elsewhere) if how == "relative" else course_copy
+        cwd, args = elsewhere, ["--course-dir", str(course)]
+    result = run_cli(*args, "check", cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    assert "notebooks/ is in sync" in result.stdout
 
 
 def test_missing_submissions_folder_is_a_clear_error(root, tmp_path):
