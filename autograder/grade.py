@@ -185,8 +185,8 @@ def discover(submissions: Path, known: list[str]) -> tuple[dict[str, dict[str, P
                     f"({', '.join(known)}), skipped"
                 )
                 continue
-            found.setdefault(student_dir.name, {})[chapter_dir.name] = (
-                chapter_dir / f"{chapter_dir.name}.ipynb"
+            found.setdefault(student_dir.name, {})[chapter_dir.name] = locate_notebook(
+                chapter_dir, chapter_dir.name
             )
         if student_dir.name not in found:
             problems.append(f"{student_dir}: no chapter folders inside, skipped")
@@ -198,10 +198,45 @@ def discover(submissions: Path, known: list[str]) -> tuple[dict[str, dict[str, P
     return found, problems
 
 
+def _notebooks_in(folder: Path) -> list[Path]:
+    """The notebooks directly in ``folder`` (not hidden ones, not checkpoints)."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.ipynb") if p.is_file() and not p.name.startswith("."))
+
+
+def locate_notebook(chapter_dir: Path, chapter: str) -> Path:
+    """The notebook to grade in ``SUBMISSIONS/<student>/<chapter>/``: ``<chapter>.ipynb``,
+    or else the only notebook there under another name (``Untitled.ipynb``, ``<chapter>
+    (1).ipynb``: a student's download); with several others, the missing one (its reason
+    names them)."""
+    expected = chapter_dir / f"{chapter}.ipynb"
+    others = [p for p in _notebooks_in(chapter_dir) if p != expected]
+    if not expected.is_file() and len(others) == 1:
+        return others[0]
+    return expected
+
+
+def submission_note(path: Path, chapter: str) -> str | None:
+    """What the instructor should know about a submission graded from ``path``: another
+    name than ``<chapter>.ipynb``, other notebooks beside it (not graded)."""
+    notes = []
+    if path.name != f"{chapter}.ipynb":
+        notes.append(f"graded {path.name}, the only notebook in its folder, as {chapter}.ipynb")
+    extra = [p.name for p in _notebooks_in(path.parent) if p != path]
+    if extra:
+        notes.append(f"not graded, beside it: {', '.join(extra)}")
+    return "; ".join(notes) or None
+
+
 def read_submission(path: Path) -> str | None:
     """None when ``path`` is a notebook nbgrader can grade, else the reason it is not."""
     if not path.is_file():
-        return f"missing: no {path.name} in {path.parent}"
+        there = [p.name for p in _notebooks_in(path.parent)]
+        holds = f" (it holds {', '.join(there)}: which one is the submission?)" if there else ""
+        return f"missing: no {path.name} in {path.parent}{holds}"
+    if path.stat().st_size == 0:
+        return f"unreadable: {path.name} is an empty file (0 bytes)"
     try:
         nb = nbformat.read(path, as_version=4)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -323,6 +358,7 @@ def grade(
     outside.prepare(wanted)
 
     reasons: dict[tuple[str, str], str | None] = {}
+    notes: dict[tuple[str, str], str | None] = {}
     jobs = []
     up_to_date = 0
     for student, chapter_paths in sorted(found.items()):
@@ -334,6 +370,9 @@ def grade(
                     reasons[(student, chapter)] = reason
                     ledger.record(student, chapter, None, solution_hashes[chapter], reason)
                 continue
+            notes[(student, chapter)] = note = submission_note(path, chapter)
+            if note:
+                report.problems.append(f"{student} / {chapter}: {note}")
             digest = file_hash(path)
             autograded = work / "autograded" / student / chapter / f"{chapter}.ipynb"
             entry = ledger.get(student, chapter) or {}
@@ -374,6 +413,7 @@ def grade(
             solution_hashes[job.chapter],
             reason or GRADED,
             seconds,
+            notes.get((job.student, job.chapter)),
         )
         ledger.save()  # as each job finishes: a run started again skips what is done
         outcome = "graded" if reason is None else "failed"
@@ -482,8 +522,9 @@ class _Ledger:
     def get(self, student: str, chapter: str) -> dict | None:
         return self.submissions.get(student, {}).get(chapter)
 
-    def record(self, student, chapter, digest, solution, status, seconds=None) -> None:
-        """``seconds``: how long its job took (None when it was not run: missing, unreadable)."""
+    def record(self, student, chapter, digest, solution, status, seconds=None, note=None):
+        """``seconds``: how long its job took (None when it was not run: missing, unreadable);
+        ``note``: what the instructor should know about the file graded (``submission_note``)."""
         entry = {
             "sha256": digest,
             "solution": solution,
@@ -492,6 +533,8 @@ class _Ledger:
         }
         if seconds is not None:
             entry["seconds"] = round(seconds, 2)
+        if note:
+            entry["note"] = note
         self.submissions.setdefault(student, {})[chapter] = entry
 
     def save(self) -> None:

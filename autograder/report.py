@@ -207,27 +207,36 @@ def build(out: Path, root: Path | None = None) -> Report:
         _chapter(out, root, chapter, by_chapter[chapter], problems)
         for chapter in sorted(by_chapter, key=lambda c: (order.get(c, len(order)), c))
     ]
-    timings = read_timings(out, {(r.student, r.chapter) for r in rows}, problems)
+    timings = read_ledger(out, {(r.student, r.chapter) for r in rows}, problems)
     return Report(out, len({r.student for r in rows}), chapters, problems, timings)
 
 
-def read_timings(out: Path, pairs: set[tuple[str, str]], problems: list[str]) -> list[Timing]:
-    """The grading time of every (student, chapter) in ``pairs`` that ``OUT/graded.json``
-    records one for (a job that ran; not a missing or unreadable notebook), slowest first."""
+def read_ledger(out: Path, pairs: set[tuple[str, str]], problems: list[str]) -> list[Timing]:
+    """From ``OUT/graded.json``, for every (student, chapter) in ``pairs``: its grading time
+    (a job that ran; not a missing or unreadable notebook), slowest first; and, added to
+    ``problems``, what the grader noted about the file it graded (another name, notebooks
+    beside it)."""
     path = out / LEDGER
     if not path.is_file():
         return []
     try:
         submissions = json.loads(path.read_text(encoding="utf-8"))["submissions"]
-        timings = [
-            Timing(student, chapter, float(e["seconds"]), str(e["status"]), str(e.get("time")))
+        entries = sorted(
+            (student, chapter, e)
             for student, chapters in submissions.items()
             for chapter, e in chapters.items()
-            if (student, chapter) in pairs and e.get("seconds") is not None
+            if (student, chapter) in pairs
+        )
+        timings = [
+            Timing(student, chapter, float(e["seconds"]), str(e["status"]), str(e.get("time")))
+            for student, chapter, e in entries
+            if e.get("seconds") is not None
         ]
+        notes = [f"{s} / {ch}: {e['note']}" for s, ch, e in entries if e.get("note")]
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         problems.append(f"{path} is unreadable ({type(error).__name__}): no grading times")
         return []
+    problems.extend(notes)
     return sorted(timings, key=lambda t: (-t.seconds, t.student, t.chapter))
 
 

@@ -17,8 +17,10 @@ from autograder.grade import (
     GRADES_CSV,
     GradeRow,
     discover,
+    locate_notebook,
     read_csv,
     read_submission,
+    submission_note,
     write_csv,
     write_wide_csv,
 )
@@ -163,6 +165,38 @@ def test_read_submission_explains_bad_notebooks(tmp_path):
     empty = tmp_path / "empty.ipynb"
     nbformat.write(nbformat.v4.new_notebook(), empty)
     assert "no code cells" in read_submission(empty)
+    nothing = tmp_path / "nothing.ipynb"
+    nothing.write_bytes(b"")
+    assert read_submission(nothing) == "unreadable: nothing.ipynb is an empty file (0 bytes)"
+
+
+def test_the_notebook_to_grade_is_found_under_another_name_when_alone(tmp_path):
+    chapter = "04_dot_product_attention"
+    folder = tmp_path / "alice" / chapter
+    folder.mkdir(parents=True)
+    expected = folder / f"{chapter}.ipynb"
+    assert locate_notebook(folder, chapter) == expected  # nothing there: the missing one
+    assert read_submission(expected) == f"missing: no {chapter}.ipynb in {folder}"
+    (folder / ".ipynb_checkpoints").mkdir()
+    (folder / ".hidden.ipynb").write_text("{}")
+    (folder / "Untitled.ipynb").write_text("{}")
+    assert locate_notebook(folder, chapter) == folder / "Untitled.ipynb"
+    assert submission_note(folder / "Untitled.ipynb", chapter) == (
+        f"graded Untitled.ipynb, the only notebook in its folder, as {chapter}.ipynb"
+    )
+    (folder / "scratch.ipynb").write_text("{}")
+    assert locate_notebook(folder, chapter) == expected  # two others: which one?
+    assert read_submission(expected).endswith(
+        "(it holds Untitled.ipynb, scratch.ipynb: which one is the submission?)"
+    )
+    expected.write_text("{}")
+    assert locate_notebook(folder, chapter) == expected
+    assert submission_note(expected, chapter) == (
+        "not graded, beside it: Untitled.ipynb, scratch.ipynb"
+    )
+    (folder / "Untitled.ipynb").unlink()
+    (folder / "scratch.ipynb").unlink()
+    assert submission_note(expected, chapter) is None
 
 
 def test_grades_csv_is_a_row_per_student_and_a_column_per_chapter(tmp_path):

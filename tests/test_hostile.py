@@ -12,9 +12,13 @@ chapter 04 made from the solution notebook with hostile edits in solution cells:
 - ``exit`` (``os._exit(1)``) and ``segfault`` (``ctypes.string_at(0)``), which kill their
   kernels;
 - ``correct`` (the solution) and ``untouched`` (the student notebook as released), which
-  must score exactly what they score on their own: full marks and zero.
+  must score exactly what they score on their own: full marks and zero; ``correct``'s folder
+  also holds an extra notebook (the untouched one), which must not be graded;
+- broken hand-ins: ``misnamed`` (the solution as ``<chapter> (1).ipynb``, the only notebook
+  in its folder: graded, and said so), ``empty`` (a file of 0 bytes), ``two-notebooks``
+  (two notebooks, neither of the chapter's name).
 
-About 65 s on two idle cores, 57 of them the batch (the endless loop costs its 20 s
+About 36 s on two idle cores, 34 of them the batch (the endless loop costs its 20 s
 timeout). Without bwrap the module is skipped, except under CI (``CI=true``), where it
 fails.
 """
@@ -37,6 +41,8 @@ pytestmark = pytest.mark.slow
 CHAPTER = "04_dot_product_attention"
 CELL_TIMEOUT_S = 20  # the endless loop costs this; every other cell takes a few seconds
 MEGABYTE = 2**20
+EXTRA = "scratch.ipynb"  # beside correct's notebook: the untouched one, never graded
+MISNAMED = f"{CHAPTER} (1).ipynb"  # a browser's name for a second download
 
 
 def _append(nb, grade_id: str, code: str, before: bool = False):
@@ -85,7 +91,18 @@ def graded(root, tmp_path_factory):
     targets = _targets(root, out, submissions, marker)
 
     write_submission(solved_notebook(root, CHAPTER), submissions, "correct", CHAPTER)
+    nbformat.write(untouched_notebook(root, CHAPTER), submissions / "correct" / CHAPTER / EXTRA)
     write_submission(untouched_notebook(root, CHAPTER), submissions, "untouched", CHAPTER)
+    folder = submissions / "misnamed" / CHAPTER
+    folder.mkdir(parents=True)
+    nbformat.write(solved_notebook(root, CHAPTER), folder / MISNAMED)
+    (submissions / "empty" / CHAPTER).mkdir(parents=True)
+    (submissions / "empty" / CHAPTER / f"{CHAPTER}.ipynb").write_bytes(b"")
+    (submissions / "two-notebooks" / CHAPTER).mkdir(parents=True)
+    for name in ("a.ipynb", "b.ipynb"):
+        nbformat.write(
+            solved_notebook(root, CHAPTER), submissions / "two-notebooks" / CHAPTER / name
+        )
 
     nb = solved_notebook(root, CHAPTER)
     _append(nb, "causal_mask", "while True:\n    pass", before=True)
@@ -123,6 +140,7 @@ def graded(root, tmp_path_factory):
         "secrets": secrets,
         "rows": by_student,
         "stdout": result.stdout,
+        "stderr": result.stderr,
         "seconds": seconds,
     }
 
@@ -149,8 +167,39 @@ def _cell_text(nb, grade_id: str) -> str:
 
 
 def test_the_batch_finishes_and_grades_everyone(graded):
-    assert set(graded["rows"]) == {"correct", "untouched", "hostile", "exit", "segfault"}
-    assert "graded 5 submissions" in graded["stdout"]
+    assert set(graded["rows"]) == {
+        "correct",
+        "untouched",
+        "hostile",
+        "exit",
+        "segfault",
+        "misnamed",
+        "empty",
+        "two-notebooks",
+    }
+    assert "graded 6 submissions" in graded["stdout"]  # empty, two-notebooks: nothing to run
+
+
+def test_broken_hand_ins_get_a_clear_status(graded):
+    for row in _rows(graded, "misnamed").values():  # the only notebook in its folder
+        assert row.status == "graded" and row.points == row.max_points > 0, row
+    for row in _rows(graded, "empty").values():
+        assert row.points == 0 and row.status.startswith("unreadable: "), row
+        assert "is an empty file (0 bytes)" in row.status, row
+    for row in _rows(graded, "two-notebooks").values():
+        assert row.points == 0 and row.status.startswith("missing: "), row
+        assert "it holds a.ipynb, b.ipynb: which one is the submission?" in row.status, row
+
+
+def test_a_misnamed_or_extra_notebook_is_said_in_the_warnings_and_the_report(graded):
+    said = {
+        "misnamed": f"graded {MISNAMED}, the only notebook in its folder, as {CHAPTER}.ipynb",
+        "correct": f"not graded, beside it: {EXTRA}",
+    }
+    page = (graded["out"] / "report" / "index.html").read_text(encoding="utf-8")
+    for student, note in said.items():
+        assert f"warning: {student} / {CHAPTER}: {note}" in graded["stderr"]
+        assert f"{student} / {CHAPTER}: {note}" in page
 
 
 def test_the_correct_and_the_untouched_notebook_score_as_alone(graded):

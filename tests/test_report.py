@@ -3,6 +3,7 @@ a grades.csv and a few small autograded notebooks whose failed test cells carry 
 diagnosis writes. No grading runs here; the catalogue is a fake one."""
 
 import csv
+import html
 import json
 import re
 from dataclasses import dataclass
@@ -126,6 +127,9 @@ SECONDS = {
 }
 
 
+NOTE = "graded Untitled.ipynb, the only notebook in its folder, as <chapter>.ipynb"
+
+
 def write_ledger(out):
     submissions = {}
     for (student, chapter), seconds in SECONDS.items():
@@ -229,6 +233,17 @@ def test_report_names_the_slowest_submissions(graded):
     assert rows == [("1", "bob"), ("2", "alice"), ("3", "carol"), ("4", "alice")]
     assert "2.8×" in section  # bob: 31.25 s against his chapter's median of 11 s
     assert '<a href="#slowest">' in page
+
+
+def test_report_lists_what_the_grader_noted_about_a_file(graded, capsys):
+    ledger = json.loads((graded / "graded.json").read_text(encoding="utf-8"))
+    ledger["submissions"]["carol"][CHAPTER]["note"] = NOTE
+    (graded / "graded.json").write_text(json.dumps(ledger), encoding="utf-8")
+    assert main(["report", str(graded)]) == 0
+    assert f"warning: carol / {CHAPTER}: {NOTE}" in capsys.readouterr().err
+    page = (graded / "report" / "index.html").read_text(encoding="utf-8")
+    problems = page[page.index("<h2>Problems</h2>") :]
+    assert html.escape(f"carol / {CHAPTER}: {NOTE}") in problems
 
 
 def test_report_without_grading_times_says_so(graded, capsys):
