@@ -81,6 +81,7 @@ from autograder.chapters import ALL_CHAPTERS, CourseError, chapters_in, solution
 from autograder.nbgrader_settings import course_config, grading_settings
 from autograder.outside import OutsideCheck, key_cache
 from autograder.release import nbgrader_api, validate_solution_notebook
+from autograder.restore import restore
 from autograder.sandbox import NOT_GRADED, check_sandbox
 
 CSV_COLUMNS = ("student", "chapter", "cell", "points", "max_points", "status")
@@ -196,6 +197,21 @@ def discover(submissions: Path, known: list[str]) -> tuple[dict[str, dict[str, P
             f"{submissions}/<student>/<chapter>/<chapter>.ipynb"
         )
     return found, problems
+
+
+def _stage(
+    path: Path, work: Path, student: str, chapter: str, released: dict[str, dict]
+) -> tuple[Path, str | None]:
+    """Write the submission at ``path`` where nbgrader takes it from, its released cells put
+    back as released (``autograder/restore.py``); the path, and what was put back."""
+    if chapter not in released:
+        release = work / "release" / chapter / f"{chapter}.ipynb"
+        released[chapter] = json.loads(release.read_text(encoding="utf-8"))
+    restored, repaired = restore(json.loads(path.read_text(encoding="utf-8")), released[chapter])
+    staged = work / "submitted" / student / chapter / f"{chapter}.ipynb"
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    staged.write_text(json.dumps(restored, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return staged, repaired
 
 
 def _notebooks_in(folder: Path) -> list[Path]:
@@ -359,6 +375,7 @@ def grade(
 
     reasons: dict[tuple[str, str], str | None] = {}
     notes: dict[tuple[str, str], str | None] = {}
+    released: dict[str, dict] = {}  # chapter -> its released notebook, as JSON
     jobs = []
     up_to_date = 0
     for student, chapter_paths in sorted(found.items()):
@@ -370,9 +387,6 @@ def grade(
                     reasons[(student, chapter)] = reason
                     ledger.record(student, chapter, None, solution_hashes[chapter], reason)
                 continue
-            notes[(student, chapter)] = note = submission_note(path, chapter)
-            if note:
-                report.problems.append(f"{student} / {chapter}: {note}")
             digest = file_hash(path)
             autograded = work / "autograded" / student / chapter / f"{chapter}.ipynb"
             entry = ledger.get(student, chapter) or {}
@@ -386,7 +400,13 @@ def grade(
                 up_to_date += 1
                 reasons[(student, chapter)] = None
                 continue
-            jobs.append(Job(student, chapter, str(path), str(work), str(out)))
+            # what nbgrader grades: the notebook with the released cells put back as released
+            staged, repaired = _stage(path, work, student, chapter, released)
+            note = "; ".join(filter(None, (submission_note(path, chapter), repaired)))
+            notes[(student, chapter)] = note
+            if note:
+                report.problems.append(f"{student} / {chapter}: {note}")
+            jobs.append(Job(student, chapter, str(staged), str(work), str(out)))
             ledger.pending[(student, chapter)] = digest
     ledger.save()
     if up_to_date:
@@ -602,10 +622,15 @@ def _withhold_flagged(root: Path, out: Path, report: GradeReport) -> list[GradeR
     withheld: dict[tuple[str, str, str], str] = {}  # (student, chapter, test cell) -> why
     listed = []
     tests: dict[str, dict[str, list[str]]] = {}
+    released: dict[str, object] = {}  # chapter -> its released notebook: the instructor's cells
     for student, chapter in pairs:
+        if chapter not in released:
+            release = out / "nbgrader" / "release" / chapter / f"{chapter}.ipynb"
+            released[chapter] = nbformat.read(release, as_version=4) if release.is_file() else None
         submitted = out / "nbgrader" / "submitted" / student / chapter / f"{chapter}.ipynb"
         try:
-            flags = scan_notebook(nbformat.read(submitted, as_version=4), chapter)
+            nb = nbformat.read(submitted, as_version=4)
+            flags = scan_notebook(nb, chapter, released[chapter])
         except Exception:
             continue  # it was graded, so it was readable; nothing to scan now
         if not flags:
@@ -827,7 +852,8 @@ def _autograde_one(
     """Autograde one submission and copy its feedback; None on success, else the reason."""
     target = work / "submitted" / student / chapter
     target.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(notebook, target / f"{chapter}.ipynb")
+    if Path(notebook).resolve() != (target / f"{chapter}.ipynb").resolve():
+        shutil.copyfile(notebook, target / f"{chapter}.ipynb")
     with grading_environment():
         result = _retrying(lambda: api.autograde(chapter, student, force=True, create=True))
     if not result["success"]:

@@ -1,4 +1,4 @@
-"""Read a submission before it runs: what in its solution cells needs an instructor's eye.
+"""Read a submission before it runs: what in its code needs an instructor's eye.
 
 The tests run in the same kernel as the student's code, so code can pass them without
 solving the exercise. The cheap ways are visible in the source, and this scan marks a
@@ -20,6 +20,11 @@ submission *flagged for review* when a solution cell
   kernel (``hand_out``, ``attention_course.handout``, its MIME type,
   ``publish_display_data``, ``display_pub``): only the tests hand values out, so a solution
   cell that does is forging them (``autograder/outside.py``).
+
+The same rules apply to every code cell the student added (or changed among the release's
+plain code cells): such a cell's flag counts against the exercise above it (the first one
+when it sits above them all), and its use of an operator an exercise asks for against that
+exercise, wherever the cell sits (a helper above the exercise that calls it, say).
 
 A flag is a reason to look, not a verdict: the grader withholds the points of a flagged
 exercise until the instructor accepts it (see the instructor guide). What the scan cannot
@@ -320,30 +325,74 @@ def _opens_for_writing(node: ast.Call) -> bool:
 
 
 def scan_cell(
-    chapter: str, cell: str, source: str, aliases: dict[str, str] | None = None
+    chapter: str,
+    cell: str,
+    source: str,
+    aliases: dict[str, str] | None = None,
+    forbidden: tuple[str, ...] | None = None,
 ) -> list[Flag]:
     """The flags of one solution cell (``cell`` is its grade id); ``aliases`` carries the
-    names that earlier cells imported."""
+    names that earlier cells imported; ``forbidden``, the operators it must not call
+    (default: its exercise's, ``FORBIDDEN``)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []  # it fails its tests; nothing to review
-    scanner = _Scanner(
-        cell, FORBIDDEN.get(chapter, {}).get(cell, ()), aliases if aliases is not None else {}
-    )
+    if forbidden is None:
+        forbidden = FORBIDDEN.get(chapter, {}).get(cell, ())
+    scanner = _Scanner(cell, forbidden, aliases if aliases is not None else {})
     scanner.visit(tree)
     unique = {(f.line, f.rule, f.message): f for f in scanner.flags}
     return sorted(unique.values(), key=lambda f: (f.line, f.rule))
 
 
-def scan_notebook(nb, chapter: str) -> list[Flag]:
-    """The flags of every solution cell of a submitted notebook (an nbformat notebook)."""
+ADDED = "in a code cell the student added below {above}: "
+
+
+def scan_added_cell(
+    chapter: str, above: str, source: str, aliases: dict[str, str] | None = None
+) -> list[Flag]:
+    """The flags of a code cell the student added below the exercise ``above``: every rule
+    against ``above``, an operator an exercise asks for against that exercise."""
+    aliases = aliases if aliases is not None else {}
+    before = dict(aliases)  # the operator scans start from the same imports
+    flags = scan_cell(chapter, above, source, aliases, forbidden=())
+    for exercise, operators in FORBIDDEN.get(chapter, {}).items():
+        found = scan_cell(chapter, exercise, source, dict(before), forbidden=operators)
+        flags += [f for f in found if f.rule == "operator"]
+    where = ADDED.format(above=above)
+    return [Flag(f.cell, f.line, f.rule, where + f.message) for f in flags]
+
+
+def _plain(source) -> str:
+    return "\n".join(line.rstrip() for line in str(source).strip().splitlines())
+
+
+def scan_notebook(nb, chapter: str, released=None) -> list[Flag]:
+    """The flags of every solution cell of a submitted notebook (an nbformat notebook),
+    and of every code cell the student added: a code cell that is neither a solution cell,
+    nor locked, nor one of the ``released`` notebook's cells as released."""
+    instructors = set()
+    if released is not None:
+        instructors = {_plain(c.source) for c in released.cells if c.get("cell_type") == "code"}
+    exercises = [
+        c.metadata["nbgrader"].get("grade_id", "?")
+        for c in nb.cells
+        if c.get("cell_type") == "code"
+        and c.get("metadata", {}).get("nbgrader", {}).get("solution")
+    ]
     flags: list[Flag] = []
     aliases: dict[str, str] = {}
+    above = None
     for cell in nb.cells:
+        if cell.get("cell_type") != "code":
+            continue
         meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.get("cell_type") == "code" and meta.get("solution"):
-            flags += scan_cell(chapter, meta.get("grade_id", "?"), cell.source, aliases)
+        if meta.get("solution"):
+            above = meta.get("grade_id", "?")
+            flags += scan_cell(chapter, above, cell.source, aliases)
+        elif not meta.get("locked") and exercises and _plain(cell.source) not in instructors:
+            flags += scan_added_cell(chapter, above or exercises[0], cell.source, aliases)
     return flags
 
 

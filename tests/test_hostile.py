@@ -14,6 +14,14 @@ chapter 04 made from the solution notebook with hostile edits in solution cells:
 - ``correct`` (the solution) and ``untouched`` (the student notebook as released), which
   must score exactly what they score on their own: full marks and zero; ``correct``'s folder
   also holds an extra notebook (the untouched one), which must not be graded;
+- ``tampered``: its test cells edited (to ``pass``), their nbgrader metadata changed
+  (``grade: false``, another grade id, 100 points), copied, and moved above their exercise,
+  next to wrong answers where that would earn points: each test is put back as released
+  and scores what the code earns (``autograder/restore.py``);
+- ``added-cells``: the solution with two code cells of its own, a helper above every
+  exercise that calls ``F.scaled_dot_product_attention`` and a cell below
+  ``dot_product_variance`` that rebinds ``check_close``: both flagged for review, against
+  the exercise whose operator it is and the exercise above;
 - broken hand-ins: ``misnamed`` (the solution as ``<chapter> (1).ipynb``, the only notebook
   in its folder: graded, and said so), ``empty`` (a file of 0 bytes), ``two-notebooks``
   (two notebooks, neither of the chapter's name).
@@ -23,6 +31,7 @@ timeout). Without bwrap the module is skipped, except under CI (``CI=true``), wh
 fails.
 """
 
+import copy
 import os
 import subprocess
 import sys
@@ -32,9 +41,10 @@ import uuid
 import nbformat
 import pytest
 from bwrap import require_bwrap
+from mutants import MUTANTS
 
 from autograder.grade import CELLS_CSV, read_csv
-from autograder.submissions import solved_notebook, untouched_notebook, write_submission
+from autograder.submissions import mutate, solved_notebook, untouched_notebook, write_submission
 
 pytestmark = pytest.mark.slow
 
@@ -49,6 +59,42 @@ def _append(nb, grade_id: str, code: str, before: bool = False):
     """Add ``code`` at the top (``before``) or the end of the solution cell ``grade_id``."""
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
     cell.source = f"{code}\n{cell.source}" if before else f"{cell.source}\n{code}"
+    return nb
+
+
+def _grade_id(cell) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def _cell(nb, grade_id: str):
+    return next(c for c in nb.cells if _grade_id(c) == grade_id)
+
+
+HELPER = "import torch.nn.functional as F\n\ndef fast(Q, K, V):\n    return F.scaled_dot_product_attention(Q, K, V)"
+REBIND = "check_close = lambda *args, **kwargs: None"
+
+
+def _tampered(root):
+    """Wrong answers whose tests were changed to pass them, and right ones whose tests were
+    changed to earn more: every test cell scores what the code earns."""
+    nb = solved_notebook(root, CHAPTER)
+    for m in MUTANTS[CHAPTER]:
+        if m.name in ("no-scaling", "padding-off-by-one", "causal-future-leak"):
+            nb = mutate(nb, m.cell, m.old, m.new)
+    _cell(nb, "test_attention_unmasked").source = "pass"  # edited
+    _cell(nb, "test_attention_masked").metadata.nbgrader["grade"] = False
+    renamed = _cell(nb, "test_padding_mask")
+    renamed.metadata.nbgrader["grade_id"], renamed.source = "mine", "pass"
+    test = _cell(nb, "test_causal_mask")
+    test.metadata.nbgrader["locked"], test.source = False, "pass"
+    _cell(nb, "test_self_attention").metadata.nbgrader["points"] = 100
+    test = _cell(nb, "test_cross_attention")  # a copy, as Jupyter makes one: a new cell id
+    duplicate = copy.deepcopy(test)
+    duplicate.id = "a-copy"
+    nb.cells.insert(nb.cells.index(test), duplicate)
+    test = _cell(nb, "test_dot_product_variance")  # dragged to the top, a right answer
+    nb.cells.remove(test)
+    nb.cells.insert(0, test)
     return nb
 
 
@@ -116,6 +162,13 @@ def graded(root, tmp_path_factory):
     _append(nb, "cross_attention", WRITE.format(targets=targets, secrets=secrets))
     write_submission(nb, submissions, "hostile", CHAPTER)
 
+    write_submission(_tampered(root), submissions, "tampered", CHAPTER)
+    nb = solved_notebook(root, CHAPTER)
+    nb.cells.insert(2, nbformat.v4.new_code_cell(HELPER))
+    at = next(i for i, c in enumerate(nb.cells) if _grade_id(c) == "dot_product_variance")
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(REBIND))
+    write_submission(nb, submissions, "added-cells", CHAPTER)
+
     nb = _append(solved_notebook(root, CHAPTER), "padding_mask", "import os\nos._exit(1)")
     write_submission(nb, submissions, "exit", CHAPTER)
     segfault = "import ctypes\nctypes.string_at(0)"
@@ -176,8 +229,44 @@ def test_the_batch_finishes_and_grades_everyone(graded):
         "misnamed",
         "empty",
         "two-notebooks",
+        "tampered",
+        "added-cells",
     }
-    assert "graded 6 submissions" in graded["stdout"]  # empty, two-notebooks: nothing to run
+    assert "graded 8 submissions" in graded["stdout"]  # empty, two-notebooks: nothing to run
+
+
+def test_tampered_test_cells_score_what_the_code_earns(graded):
+    rows = _rows(graded, "tampered")
+    wrong = {"test_attention_unmasked", "test_attention_masked", "test_padding_mask"}
+    wrong.add("test_causal_mask")
+    assert "mine" not in rows
+    for cell, row in rows.items():
+        assert row.status == "graded", row
+        if cell in wrong:
+            assert row.points == 0, row
+        else:  # test_self_attention: 3 of 3, not 100; the copy and the dragged cell count once
+            assert row.points == row.max_points, row
+    assert rows["test_self_attention"].max_points == 3
+    said = (
+        f"warning: tampered / {CHAPTER}: cells put back as released: test_attention_unmasked "
+        "(edited), test_attention_masked (nbgrader metadata changed), test_causal_mask "
+        "(nbgrader metadata changed), test_self_attention (nbgrader metadata changed), "
+        "test_dot_product_variance (moved above its exercise), test_padding_mask (deleted, or "
+        "its nbgrader metadata removed); run ungraded, their nbgrader metadata removed: a cell "
+        "with the grade id 'mine', a copy of test_cross_attention"
+    )
+    assert said in graded["stderr"]
+
+
+def test_added_cells_are_scanned(graded):
+    rows = _rows(graded, "added-cells")
+    flagged = {"test_attention_unmasked", "test_attention_masked", "test_dot_product_variance"}
+    for cell, row in rows.items():
+        if cell in flagged:
+            assert row.points == 0 and row.status.startswith("flagged for review: "), row
+            assert "in a code cell the student added below " in row.status, row
+        else:
+            assert row.status == "graded" and row.points == row.max_points, row
 
 
 def test_broken_hand_ins_get_a_clear_status(graded):

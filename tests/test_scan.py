@@ -1,10 +1,11 @@
 """The static scan of submissions: the solutions pass it, and each cheap way around the
 tests is flagged in the cell that does it (issue 11, hostile submissions)."""
 
+import nbformat
 import pytest
 from bwrap import grade_options
 
-from autograder.chapters import ALL_CHAPTERS
+from autograder.chapters import ALL_CHAPTERS, release_path
 from autograder.scan import scan_cell, scan_notebook
 from autograder.submissions import solved_notebook
 
@@ -15,6 +16,56 @@ SDPA = "scaled_dot_product_attention"
 @pytest.mark.parametrize("chapter", ALL_CHAPTERS)
 def test_the_solutions_are_not_flagged(root, chapter):
     assert scan_notebook(solved_notebook(root, chapter), chapter) == []
+
+
+@pytest.mark.parametrize("chapter", ALL_CHAPTERS)
+def test_the_released_cells_and_the_solutions_are_not_flagged(root, chapter):
+    """The release's own code cells (experiments, demos) are the instructor's, not added."""
+    released = nbformat.read(release_path(root, chapter), as_version=4)
+    assert scan_notebook(solved_notebook(root, chapter), chapter, released) == []
+
+
+def _added(nb, after: str | None, source: str):
+    """``nb`` with a code cell of the student's own after the cell ``after`` (None: first)."""
+    at = 0
+    if after is not None:
+        at = 1 + next(
+            i
+            for i, c in enumerate(nb.cells)
+            if c.metadata.get("nbgrader", {}).get("grade_id") == after
+        )
+    nb.cells.insert(at, nbformat.v4.new_code_cell(source))
+    return nb
+
+
+def test_a_cell_the_student_added_is_scanned_against_the_exercise_above_it(root):
+    released = nbformat.read(release_path(root, CH04), as_version=4)
+    nb = _added(solved_notebook(root, CH04), "padding_mask", "check_close = print")
+    (flag,) = scan_notebook(nb, CH04, released)
+    assert (flag.cell, flag.rule) == ("padding_mask", "redefines")
+    assert flag.message.startswith("in a code cell the student added below padding_mask: ")
+    nb = _added(solved_notebook(root, CH04), None, "import builtins\nbuiltins.print = None")
+    assert [(f.cell, f.rule) for f in scan_notebook(nb, CH04, released)] == [
+        (SDPA, "redefines")  # above every exercise: the first one
+    ]
+
+
+def test_an_operator_in_an_added_cell_counts_against_the_exercise_that_asks_for_it(root):
+    released = nbformat.read(release_path(root, CH04), as_version=4)
+    helper = "import torch.nn.functional as F\ndef fast(Q, K, V):\n    return F.scaled_dot_product_attention(Q, K, V)"
+    nb = _added(solved_notebook(root, CH04), "causal_mask", helper)
+    flags = scan_notebook(nb, CH04, released)
+    assert [(f.cell, f.rule) for f in flags] == [(SDPA, "operator")]
+    nb = _added(solved_notebook(root, CH04), "causal_mask", "print(F.softmax(torch.ones(3), 0))")
+    assert scan_notebook(nb, CH04, released) == []  # an operator no exercise asks for
+
+
+def test_a_released_cell_the_student_changed_is_scanned(root):
+    released = nbformat.read(release_path(root, CH04), as_version=4)
+    nb = solved_notebook(root, CH04)
+    demo = next(c for c in nb.cells if c.cell_type == "code" and not c.metadata.get("nbgrader"))
+    demo.source += "\ntorch.equal = lambda a, b: True"
+    assert [f.rule for f in scan_notebook(nb, CH04, released)] == ["redefines"]
 
 
 def rules(source, chapter=CH04, cell=SDPA) -> list[str]:

@@ -1,0 +1,151 @@
+"""Put the instructor's cells of a submitted notebook back as they were released, before
+nbgrader grades it.
+
+nbgrader matches a submission's cells to the chapter's by their grade ids and puts a locked
+cell's source back from the gradebook; but a student who changes a test cell's nbgrader
+metadata (``grade: false``, another grade id, a copy of the cell) makes it stop with
+"Inconsistent checksums" or a ``KeyError``, and the whole notebook is not graded; a test
+cell dragged above its exercise runs before the student's function exists. So ``grade``
+first puts every cell of the released notebook back as it was released, from the notebook
+as JSON, keeping what the student wrote:
+
+- a **locked cell** (a test, the setup cell, the header), found by its grade id: the
+  released cell, in its place (its hidden tests are restored by nbgrader, as always);
+- a **solution cell**: the student's source, with the released cell's type and nbgrader
+  metadata;
+- a cell with nbgrader metadata the release does not have (a grade id of its own, a second
+  copy of a cell): the student's cell without that metadata, so it runs and earns nothing;
+- a **test cell moved above its exercise's solution cell**: moved back below it;
+- every other cell (the student's own, the release's plain markdown): as it is.
+
+A deleted test cell is left to nbgrader, which adds it back (``add_missing_cells``). What
+was put back is said in one line, which ``grade`` shows as a warning and in the report.
+"""
+
+import copy
+import uuid
+
+
+def _nbgrader(cell) -> dict | None:
+    metadata = cell.get("metadata") if isinstance(cell, dict) else None
+    meta = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+    return meta if isinstance(meta, dict) else (None if meta is None else {})
+
+
+def _grade_id(cell) -> str | None:
+    meta = _nbgrader(cell)
+    grade_id = meta.get("grade_id") if meta else None
+    return grade_id if isinstance(grade_id, str) else None
+
+
+def _source(cell) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _as_type(cell: dict, cell_type: str) -> dict:
+    """``cell`` as a cell of ``cell_type`` (a code cell has outputs, a markdown cell none)."""
+    cell = dict(cell, cell_type=cell_type)
+    if cell_type == "code":
+        cell.setdefault("outputs", [])
+        cell.setdefault("execution_count", None)
+    else:
+        cell.pop("outputs", None)
+        cell.pop("execution_count", None)
+    return cell
+
+
+def exercises_of_locked_cells(released: dict) -> dict[str, str]:
+    """Locked cell's grade id -> the solution cell before it in the release (none before the
+    first exercise)."""
+    found, exercise = {}, None
+    for cell in released["cells"]:
+        meta = _nbgrader(cell) or {}
+        if meta.get("solution"):
+            exercise = meta.get("grade_id")
+        elif meta.get("grade_id") and exercise is not None:
+            found[meta["grade_id"]] = exercise
+    return found
+
+
+def restore(submitted: dict, released: dict) -> tuple[dict, str | None]:
+    """``submitted`` (a notebook as JSON) with the cells of ``released`` put back as
+    released, and a line saying what was put back (None when nothing was). A notebook of
+    another format than 4 (nbformat converts it when it reads it) is left as it is."""
+    if submitted.get("nbformat") != 4 or not isinstance(submitted.get("cells"), list):
+        return submitted, None
+    originals = {_grade_id(c): c for c in released["cells"] if _grade_id(c)}
+    put_back: list[str] = []  # "grade id (why)"
+    ungraded: list[str] = []  # cells whose nbgrader metadata is not the release's
+    cells, seen = [], set()
+    for cell in submitted["cells"]:
+        meta = _nbgrader(cell)
+        if meta is None or not isinstance(cell, dict):
+            cells.append(cell)
+            continue
+        grade_id = _grade_id(cell)
+        if grade_id not in originals or grade_id in seen:
+            cell = copy.deepcopy(cell)
+            del cell["metadata"]["nbgrader"]
+            if grade_id in seen:
+                ungraded.append(f"a copy of {grade_id}")
+            else:
+                ungraded.append(f"a cell with the grade id {grade_id!r}" if grade_id else "a cell")
+            cells.append(cell)
+            continue
+        seen.add(grade_id)
+        original = originals[grade_id]
+        changed = meta != _nbgrader(original) or cell.get("cell_type") != original["cell_type"]
+        if (_nbgrader(original) or {}).get("solution"):
+            restored = _as_type(copy.deepcopy(cell), original["cell_type"])
+            restored["metadata"]["nbgrader"] = copy.deepcopy(_nbgrader(original))
+            if changed:
+                put_back.append(f"{grade_id} (its nbgrader metadata)")
+            cells.append(restored)
+            continue
+        if changed:
+            put_back.append(f"{grade_id} (nbgrader metadata changed)")
+        elif _source(cell) != _source(original):
+            put_back.append(f"{grade_id} (edited)")
+        cells.append(copy.deepcopy(original))
+    exercises = exercises_of_locked_cells(released)
+    for grade_id in exercises:
+        if _move_below(cells, grade_id, exercises, list(originals)):
+            put_back.append(f"{grade_id} (moved above its exercise)")
+    for grade_id, original in originals.items():
+        if grade_id not in seen and (_nbgrader(original) or {}).get("grade"):
+            put_back.append(f"{grade_id} (deleted, or its nbgrader metadata removed)")
+    _unique_ids(cells)
+    said = []
+    if put_back:
+        said.append(f"cells put back as released: {', '.join(put_back)}")
+    if ungraded:
+        said.append(f"run ungraded, their nbgrader metadata removed: {', '.join(ungraded)}")
+    return dict(submitted, cells=cells), "; ".join(said) or None
+
+
+def _move_below(cells: list, grade_id: str, exercises: dict[str, str], order: list[str]) -> bool:
+    """Move the locked cell ``grade_id`` back below its exercise's solution cell when it
+    sits above it: right after the cell that precedes it in the release (``order``: the
+    release's grade ids), the solution cell or an earlier test of that exercise; True when
+    it moved."""
+    exercise = exercises[grade_id]
+    where = {_grade_id(c): i for i, c in enumerate(cells) if _grade_id(c)}
+    if grade_id not in where or exercise not in where or where[grade_id] > where[exercise]:
+        return False
+    before = order[order.index(exercise) : order.index(grade_id)]
+    after = next(g for g in reversed(before) if g in where)  # the solution cell at least
+    cell = cells.pop(where[grade_id])
+    cells.insert(where[after], cell)  # where[after] - 1 once popped, so right after it
+    return True
+
+
+def _unique_ids(cells: list) -> None:
+    """Cell ids repeated (a copied cell keeps its id) get new ones: nbformat requires it."""
+    taken = set()
+    for cell in cells:
+        if not isinstance(cell, dict) or "id" not in cell:
+            continue
+        if cell["id"] in taken:
+            cell["id"] = uuid.uuid4().hex[:8]
+        taken.add(cell["id"])

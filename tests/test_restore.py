@@ -1,0 +1,153 @@
+"""``autograder/restore.py``: the released cells of a submission put back as released before
+nbgrader grades it, each repair said. Fast: JSON only, no kernel (``test_hostile.py`` grades
+a tampered notebook end to end)."""
+
+import copy
+import json
+
+import nbformat
+import pytest
+
+from autograder.chapters import release_path
+from autograder.restore import exercises_of_locked_cells, restore
+from autograder.submissions import solved_notebook
+
+CHAPTER = "04_dot_product_attention"
+
+
+@pytest.fixture(scope="module")
+def released(root):
+    return json.loads(release_path(root, CHAPTER).read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def solved(root):
+    """The solved student notebook, as JSON."""
+    return json.loads(nbformat.writes(solved_notebook(root, CHAPTER)))
+
+
+def ids(nb) -> list[str | None]:
+    return [c["metadata"].get("nbgrader", {}).get("grade_id") for c in nb["cells"]]
+
+
+def cell(nb, grade_id):
+    return next(
+        c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id
+    )
+
+
+def test_a_notebook_as_released_is_left_as_it_is(released, solved):
+    assert restore(copy.deepcopy(released), released) == (released, None)
+    restored, note = restore(copy.deepcopy(solved), released)
+    assert note is None and restored == solved
+
+
+def test_an_edited_test_cell_is_put_back(released, solved):
+    cell(solved, "test_padding_mask")["source"] = "pass"
+    restored, note = restore(solved, released)
+    assert cell(restored, "test_padding_mask") == cell(released, "test_padding_mask")
+    assert note == "cells put back as released: test_padding_mask (edited)"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"grade": False},
+        {"points": 100},
+        {"locked": False},
+        {"solution": True},
+    ],
+)
+def test_a_test_cells_changed_metadata_is_put_back(released, solved, change):
+    test = cell(solved, "test_causal_mask")
+    test["metadata"]["nbgrader"].update(change)
+    test["source"] = "pass"
+    restored, note = restore(solved, released)
+    assert cell(restored, "test_causal_mask") == cell(released, "test_causal_mask")
+    assert note == "cells put back as released: test_causal_mask (nbgrader metadata changed)"
+
+
+def test_a_test_cell_turned_into_markdown_is_code_again(released, solved):
+    test = cell(solved, "test_causal_mask")
+    test["cell_type"] = "markdown"
+    del test["outputs"], test["execution_count"]
+    restored, note = restore(solved, released)
+    assert cell(restored, "test_causal_mask")["cell_type"] == "code"
+    nbformat.validate(nbformat.reads(json.dumps(restored), as_version=4))
+    assert "test_causal_mask (nbgrader metadata changed)" in note
+
+
+def test_a_solution_cell_keeps_its_code_and_gets_its_metadata_back(released, solved):
+    answer = cell(solved, "padding_mask")
+    code = answer["source"]
+    answer["metadata"]["nbgrader"]["solution"] = False
+    answer["metadata"]["nbgrader"]["grade"] = True
+    answer["metadata"]["nbgrader"]["points"] = 50
+    restored, note = restore(solved, released)
+    again = cell(restored, "padding_mask")
+    assert again["source"] == code
+    assert again["metadata"]["nbgrader"] == cell(released, "padding_mask")["metadata"]["nbgrader"]
+    assert note == "cells put back as released: padding_mask (its nbgrader metadata)"
+
+
+def test_a_copy_or_a_grade_id_of_its_own_runs_ungraded(released, solved):
+    test = cell(solved, "test_self_attention")
+    at = solved["cells"].index(test)
+    solved["cells"].insert(at + 1, copy.deepcopy(test))  # same grade id, same cell id
+    own = copy.deepcopy(test)
+    own["metadata"]["nbgrader"]["grade_id"] = "mine"
+    own["id"] = "mine"
+    solved["cells"].insert(at + 2, own)
+    restored, note = restore(solved, released)
+    assert ids(restored).count("test_self_attention") == 1 and "mine" not in ids(restored)
+    copies = [c for c in restored["cells"] if c["source"] == test["source"]]
+    assert len(copies) == 3 and sum("nbgrader" in c["metadata"] for c in copies) == 1
+    assert len({c["id"] for c in restored["cells"]}) == len(restored["cells"])  # ids unique
+    nbformat.validate(nbformat.reads(json.dumps(restored), as_version=4))
+    assert note == (
+        "run ungraded, their nbgrader metadata removed: a copy of test_self_attention, "
+        "a cell with the grade id 'mine'"
+    )
+
+
+def test_a_test_cell_moved_above_its_exercise_goes_back_below_it(released, solved):
+    test = cell(solved, "test_attention_masked")
+    solved["cells"].remove(test)
+    solved["cells"].insert(0, test)
+    restored, note = restore(solved, released)
+    order = [i for i in ids(restored) if i]
+    solution = order.index("scaled_dot_product_attention")
+    assert order[solution + 1 : solution + 3] == [
+        "test_attention_unmasked",
+        "test_attention_masked",
+    ]
+    assert note == "cells put back as released: test_attention_masked (moved above its exercise)"
+
+
+def test_a_test_cell_moved_below_later_exercises_stays_there(released, solved):
+    test = cell(solved, "test_padding_mask")
+    solved["cells"].remove(test)
+    solved["cells"].append(test)
+    restored, note = restore(solved, released)
+    assert ids(restored)[-1] == "test_padding_mask" and note is None
+
+
+def test_a_deleted_test_cell_is_said(released, solved):
+    solved["cells"].remove(cell(solved, "test_cross_attention"))
+    _, note = restore(solved, released)
+    assert note == (
+        "cells put back as released: test_cross_attention (deleted, or its nbgrader metadata "
+        "removed)"
+    )
+
+
+def test_the_exercise_of_each_locked_cell(released):
+    exercises = exercises_of_locked_cells(released)
+    assert exercises["test_attention_masked"] == "scaled_dot_product_attention"
+    assert exercises["test_self_attention_parameters"] == "self_attention_parameters"
+    assert "setup" not in exercises and "header" not in exercises  # above every exercise
+
+
+def test_another_nbformat_is_left_to_nbgrader(released):
+    old = {"nbformat": 3, "nbformat_minor": 0, "worksheets": [{"cells": []}], "metadata": {}}
+    assert restore(old, released) == (old, None)
