@@ -20,7 +20,10 @@ Output::
     OUT/accepted.csv                       (written by the instructor) flags accepted after review
     OUT/nbgrader/                          nbgrader's working folders (submitted, autograded, feedback)
 
-Before the scores are written, each graded submission's solution cells are scanned
+Before nbgrader sees a submission, its released cells are put back as released
+(``autograder/restore.py``: a test cell edited, moved or with its nbgrader metadata changed),
+and what was put back is noted. Before the scores are written, each graded submission's
+solution cells, and the code cells its student added, are scanned
 (``autograder/scan.py``): an exercise whose code uses the reference implementations, calls
 the operator it asks the student to write, rebinds what the tests use or writes files is
 *flagged for review*, and the points of its test cells are withheld (status
