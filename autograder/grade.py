@@ -210,7 +210,11 @@ def _stage(
     if chapter not in released:
         release = work / "release" / chapter / f"{chapter}.ipynb"
         released[chapter] = json.loads(release.read_text(encoding="utf-8"))
-    restored, repaired = restore(json.loads(path.read_text(encoding="utf-8")), released[chapter])
+    try:
+        submitted = json.loads(path.read_text(encoding="utf-8"))
+        restored, repaired = restore(submitted, released[chapter])
+    except Exception as error:  # nbformat read it: leave it to nbgrader as it is
+        return path, f"its cells could not be checked ({type(error).__name__}: {error})"
     staged = work / "submitted" / student / chapter / f"{chapter}.ipynb"
     staged.parent.mkdir(parents=True, exist_ok=True)
     staged.write_text(json.dumps(restored, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -15,12 +15,18 @@ are ``--students`` submissions. Both graders run in grading mode
 
 Each grader grades the class ``--repeat`` times, alternately, and the table gives the median
 wall time. It also times the class's notebooks alone (each distinct one once, nbclient,
-grading mode, every cell run as nbgrader runs them), to give each grader's overhead per
-submission beyond the notebook's own run: wall time x processes / submissions - the mean
-notebook time. Run it on a quiet machine; ``--write`` writes benchmarks/grading.md.
+grading mode, every cell run as nbgrader runs them), with the threads each grader's kernels
+get: PyTorch's default for plain nbgrader, one thread for the course's grader. A grader's
+overhead per submission beyond the notebook's own run is then its wall time x processes /
+submissions - the mean notebook time; for the course's grader also split, from the seconds
+each job took in its worker (``OUT/graded.json``), into the part in the job (the sandbox,
+nbgrader's steps, the feedback page) and the part outside every job (starting the workers,
+the scan, the check outside the kernel, the report). Run it on a quiet machine; ``--write``
+writes benchmarks/grading.md.
 """
 
 import argparse
+import json
 import os
 import platform
 import shutil
@@ -36,6 +42,7 @@ import nbformat
 
 from attention_course.runtime import GRADING_ENV
 from autograder.chapters import release_path, solution_path
+from autograder.grade import LEDGER, ONE_THREAD_ENV
 from autograder.mistakes import catalogue
 from autograder.submissions import mutate, solved_notebook, write_submission
 from benchmarks.run import ROOT, run_notebook
@@ -66,9 +73,12 @@ def make_class(chapter: str, students: int, folder: Path) -> list[str]:
     return names
 
 
-def class_notebook_seconds(chapter: str, submissions: Path) -> tuple[float, float]:
+def class_notebook_seconds(
+    chapter: str, submissions: Path, env: dict | None = None
+) -> tuple[float, float]:
     """(the mean over the class of a notebook's own run time, the solution's): each
-    distinct notebook of ``make_class`` run once by nbclient in grading mode."""
+    distinct notebook of ``make_class`` run once by nbclient in grading mode, its kernel
+    with ``env`` (``ONE_THREAD_ENV``, say)."""
     versions = 1 + len(catalogue(chapter))
     students = sorted(p.name for p in submissions.iterdir())
     tests = {  # the test cells as graded: hidden tests included, as nbgrader restores them
@@ -85,7 +95,9 @@ def class_notebook_seconds(chapter: str, submissions: Path) -> tuple[float, floa
             cell.source = tests.get(cell.metadata.get("nbgrader", {}).get("grade_id"), cell.source)
         graded = path.with_name(f"graded-{path.name}")
         nbformat.write(nb, graded)
-        seconds.append(_timed(lambda p=graded: run_notebook(p, grading=True, allow_errors=True)))
+        seconds.append(
+            _timed(lambda p=graded: run_notebook(p, grading=True, allow_errors=True, env=env))
+        )
         graded.unlink()
     mean = sum(seconds[i % len(seconds)] for i in range(len(students))) / len(students)
     return mean, seconds[0]
@@ -135,7 +147,9 @@ def plain_nbgrader(chapter: str, submissions: Path, work: Path) -> float:
     return time.perf_counter() - start
 
 
-def course_grader(submissions: Path, out: Path, workers: int) -> float:
+def course_grader(submissions: Path, out: Path, workers: int) -> tuple[float, float]:
+    """(seconds for ``python -m autograder grade`` over the class, the mean seconds of one
+    submission's job in its worker, as ``OUT/graded.json`` records it)."""
     start = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out)]
@@ -144,7 +158,10 @@ def course_grader(submissions: Path, out: Path, workers: int) -> float:
         check=True,
         capture_output=True,
     )
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    ledger = json.loads((out / LEDGER).read_text(encoding="utf-8"))["submissions"]
+    jobs = [e["seconds"] for chapters in ledger.values() for e in chapters.values()]
+    return seconds, statistics.fmean(jobs)
 
 
 def main(argv=None) -> int:
@@ -167,17 +184,21 @@ def main(argv=None) -> int:
         tmp = Path(tmp)
         make_class(args.chapter, args.students, tmp / "class")
         notebook, solution = class_notebook_seconds(args.chapter, tmp / "class")
+        notebook_1, solution_1 = class_notebook_seconds(args.chapter, tmp / "class", ONE_THREAD_ENV)
         plains, runs = [], {workers: [] for workers in counts}
+        jobs = {workers: [] for workers in counts}
         for run in range(args.repeat):  # alternately, so that a change of load hits both
             plains.append(plain_nbgrader(args.chapter, tmp / "class", tmp / f"plain-{run}"))
             for workers in counts:
                 out = tmp / f"out-{workers}-{run}"
-                runs[workers].append(course_grader(tmp / "class", out, workers))
+                seconds, job = course_grader(tmp / "class", out, workers)
+                runs[workers].append(seconds)
+                jobs[workers].append(job)
             print(f"run {run + 1}: plain {plains[-1]:.0f} s, ours", runs, flush=True)
         plain = statistics.median(plains)
         ours = {workers: statistics.median(seconds) for workers, seconds in runs.items()}
     n = args.students
-    rows = [("plain nbgrader autograde (serial, no feedback)", plain, 1)]
+    rows = [("plain nbgrader autograde (serial, no feedback)", plain, 1, notebook)]
     for workers, seconds in ours.items():
         default = " (the default)" if workers == cores else ""
         rows.append(
@@ -185,6 +206,7 @@ def main(argv=None) -> int:
                 f"python -m autograder grade --workers {workers}{default} (feedback and report)",
                 seconds,
                 workers,
+                notebook_1,
             )
         )
     lines = [
@@ -197,19 +219,37 @@ def main(argv=None) -> int:
         f"{' --workers ' + ' '.join(map(str, counts)) if args.workers else ''}"
         f"{f' --repeat {args.repeat}' if args.repeat > 1 else ''}`"
         f"{f': the median of {args.repeat} runs of each grader' if args.repeat > 1 else ''}. "
-        f"A notebook of the class alone runs in {notebook:.1f} s on average (each distinct "
-        f"notebook run once by nbclient in grading mode; the solution {solution:.1f} s: a "
-        f"failing test also replays the solution's cells to name the mistake). An overhead "
-        f"below zero means that the grader ran the notebooks faster than nbclient alone did: "
-        f"the overhead is within the noise of this subtraction.",
+        f"A notebook of the class alone runs in {notebook:.1f} s on average with PyTorch's "
+        f"default threads, as plain nbgrader's kernels run, and in {notebook_1:.1f} s on one "
+        f"thread, as the course's grader runs each kernel (each distinct notebook run once by "
+        f"nbclient in grading mode; the solution {solution:.1f} s and {solution_1:.1f} s: a "
+        f"failing test also replays the solution's cells to name the mistake). A grader's "
+        f"overhead per submission is its wall time x processes / submissions - the notebook's "
+        f"own time with the same threads.",
         "",
-        "| grader | wall s | submissions / min | overhead per submission beyond the notebook, s |",
-        "|---|---|---|---|",
+        "| grader | wall s | submissions / min | notebook alone, s | overhead per submission beyond the notebook, s |",
+        "|---|---|---|---|---|",
     ]
-    for name, seconds, processes in rows:
-        overhead = seconds * processes / n - notebook
-        lines.append(f"| {name} | {seconds:.0f} | {60 * n / seconds:.1f} | {overhead:.1f} |")
+    for name, seconds, processes, alone in rows:
+        overhead = seconds * processes / n - alone
+        lines.append(
+            f"| {name} | {seconds:.0f} | {60 * n / seconds:.1f} | {alone:.1f} | {overhead:.1f} |"
+        )
     lines.append("")
+    for workers, seconds in ours.items():
+        job = statistics.median(jobs[workers])
+        outside = seconds - job * n / workers
+        lines.append(
+            f"Where the course's grader with {workers} workers spends it: a submission's job "
+            f"took {job:.1f} s in its worker on average ({job - notebook_1:.1f} s beyond the "
+            f"notebook on one thread: the sandbox, nbgrader's steps, the feedback page; "
+            f"`OUT/graded.json`, median of the runs), and {outside:.0f} s of the wall time "
+            f"({outside / n:.1f} s per submission) went to what no job does: starting the "
+            f"workers, preparing the chapter, the scan, the check outside the kernel, the "
+            f"report. A job's time includes running beside {workers - 1} other job(s) on "
+            f"{cores} cores."
+        )
+        lines.append("")
     if args.repeat > 1:
         lines.append(f"Each run, plain nbgrader: {', '.join(f'{x:.0f}' for x in plains)} s.")
         for workers, seconds in runs.items():

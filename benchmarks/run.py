@@ -56,11 +56,14 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def run_notebook(path: Path, grading: bool, allow_errors: bool = False) -> None:
+def run_notebook(
+    path: Path, grading: bool, allow_errors: bool = False, env: dict | None = None
+) -> None:
     """Run the notebook at ``path`` with nbclient, in grading mode or not; with
-    ``allow_errors``, every cell runs, as nbgrader runs a submission."""
+    ``allow_errors``, every cell runs, as nbgrader runs a submission; ``env``: more
+    environment variables for its kernel (``OMP_NUM_THREADS``, say)."""
     nb = nbformat.read(path, as_version=4)
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     env.pop(GRADING_ENV, None)
     if grading:
         env[GRADING_ENV] = "1"

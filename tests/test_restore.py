@@ -151,3 +151,15 @@ def test_the_exercise_of_each_locked_cell(released):
 def test_another_nbformat_is_left_to_nbgrader(released):
     old = {"nbformat": 3, "nbformat_minor": 0, "worksheets": [{"cells": []}], "metadata": {}}
     assert restore(old, released) == (old, None)
+
+
+def test_a_malformed_notebook_does_not_stop_it(released):
+    """nbgrader reads what nbformat reads; whatever else is in the cells, restore goes on."""
+    odd = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [1, "x"]}
+    odd["cells"] += [{"cell_type": "code", "metadata": "bad", "source": ""}]
+    odd["cells"] += [{"cell_type": "code", "metadata": {"nbgrader": "bad"}, "source": ""}]
+    restored, note = restore(odd, released)
+    assert restored["cells"][:3] == odd["cells"][:3]
+    assert "nbgrader" not in restored["cells"][3]["metadata"]
+    assert note.startswith("cells put back as released: test_attention_unmasked (deleted")
+    assert note.endswith("run ungraded, their nbgrader metadata removed: a cell")
