@@ -225,7 +225,9 @@ def main(argv=None) -> int:
         f"nbclient in grading mode; the solution {solution:.1f} s and {solution_1:.1f} s: a "
         f"failing test also replays the solution's cells to name the mistake). A grader's "
         f"overhead per submission is its wall time x processes / submissions - the notebook's "
-        f"own time with the same threads.",
+        f"own time with the same threads. nbclient's time includes starting the kernel and "
+        f"asking it to shut down, which waits for PyTorch's teardown; the course's grader "
+        f"kills each kernel once its last cell has answered: an overhead below zero is that.",
         "",
         "| grader | wall s | submissions / min | notebook alone, s | overhead per submission beyond the notebook, s |",
         "|---|---|---|---|---|",
