@@ -550,7 +550,7 @@ class _Ledger:
         return self.submissions.get(student, {}).get(chapter)
 
     def record(self, student, chapter, digest, solution, status, seconds=None, note=None):
-        """``seconds``: how long its job took (None when it was not run: missing, unreadable);
+        """``seconds``: how long its job took (None or 0 when it was not run or not timed);
         ``note``: what the instructor should know about the file graded (``submission_note``)."""
         entry = {
             "sha256": digest,
@@ -558,7 +558,7 @@ class _Ledger:
             "status": status,
             "time": datetime.now(UTC).isoformat(timespec="seconds"),
         }
-        if seconds is not None:
+        if seconds:  # 0: a job whose process died before it said (not timed)
             entry["seconds"] = round(seconds, 2)
         if note:
             entry["note"] = note

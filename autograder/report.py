@@ -474,7 +474,7 @@ def _times_plot(report: Report) -> str:
         ax.text(t.seconds, y, f" {t.seconds:.1f} s", va="center", fontsize=8)
     ax.set_yticks(range(len(shown)), [f"{t.student} · {t.chapter}" for t in shown])
     ax.invert_yaxis()
-    ax.set_xlim(0, max(t.seconds for t in shown) * 1.15)
+    ax.set_xlim(0, max(max(t.seconds for t in shown) * 1.15, 1.0))
     ax.set_xlabel("seconds to grade (dashed: the chapter's median)")
     ax.set_title("the slowest submissions")
     return _png(fig)

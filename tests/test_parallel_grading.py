@@ -2,6 +2,7 @@
 PostgreSQL gradebook and on a Dask cluster, gives the same grades as grading one by one;
 it survives a worker process that dies and retries a step that met a locked gradebook."""
 
+import csv
 import re
 import subprocess
 import sys
@@ -206,6 +207,9 @@ def test_a_dying_worker_costs_only_its_own_submission(root, tmp_path):
         r.points == 0 and r.status.startswith("not graded: the grading process died")
         for r in by_student["killer"]
     )
+    # the report times the solution's job, not the one whose process died before it said
+    with open(tmp_path / "out" / "report" / "times.csv", encoding="utf-8") as f:
+        assert [r["student"] for r in csv.DictReader(f)] == ["solution"]
 
 
 class LockedOnce:
