@@ -35,7 +35,10 @@ import dataclasses
 import inspect
 import io
 import json
+import linecache
 import math
+import sys
+import types
 from collections.abc import Callable
 from functools import cache, wraps
 from pathlib import Path
@@ -45,6 +48,7 @@ from torch import nn
 from torch.utils._pytree import tree_leaves
 
 from autograder.mistakes import Mistake, apply, catalogue
+from autograder.scan import FORBIDDEN, scan_cell
 
 ATOL, RTOL = 1e-5, 1e-4
 
@@ -460,14 +464,71 @@ def _add_to_message(error: BaseException, text: str) -> None:
         error.add_note(text)
 
 
+# ---------------------------------------------------------------- the rule, before grading
+
+
+def _cell_source(obj) -> str | None:
+    """The source of the whole notebook cell that defined ``obj`` (a function, or a class
+    through its methods), from the cache in which IPython keeps every cell it ran; None
+    when it cannot be found (code built by ``exec``, say)."""
+    functions = [obj] if inspect.isfunction(obj) else []
+    if isinstance(obj, type):
+        functions = [inspect.unwrap(f) for f in vars(obj).values() if inspect.isfunction(f)]
+    for function in functions:
+        code = getattr(function, "__code__", None)
+        if isinstance(code, types.CodeType):
+            lines = linecache.getlines(code.co_filename)
+            if lines:
+                return "".join(lines)
+    return None
+
+
+def forbidden_calls(chapter: str, namespace: dict, names: tuple[str, ...]) -> list[str]:
+    """What the grader's scan (``autograder/scan.py``) will say of the exercises that define
+    ``names``, for the one rule that costs points although the tests may pass: calling the
+    operator the exercise asks the student to write (``FORBIDDEN``). The same scan, run in
+    the student's kernel, so that the rule is learned before handing in."""
+    exercises = FORBIDDEN.get(chapter, {})
+    cells = _solution_cells(chapter)
+    aliases = {
+        name: value.__name__
+        for name, value in namespace.items()
+        if isinstance(value, types.ModuleType)
+    }  # ``F`` -> torch.nn.functional, as the set-up cell imported it
+    found = []
+    for name in names:
+        source = _cell_source(namespace.get(name))
+        if source is None:
+            continue
+        for exercise, operators in exercises.items():
+            if operators and name in _defines(cells.get(exercise, "")):
+                flags = scan_cell(chapter, exercise, source, dict(aliases), forbidden=operators)
+                found += [
+                    f"your {name} {f.message.replace('uses', 'calls', 1)} (line {f.line} of its "
+                    "cell). The tests may pass, but when your notebook is graded this exercise is "
+                    "flagged for review and its points are withheld until your instructor has "
+                    "looked at it: write it from the equation instead."
+                    for f in flags
+                    if f.rule == "operator"
+                ]
+    return found
+
+
 class Diagnosis:
-    """``with diagnose(name, ...)``: see the module's docstring."""
+    """``with diagnose(name, ...)``: see the module's docstring. On entering, it also warns
+    (on standard error) when the watched code calls the operator its exercise asks for."""
 
     def __init__(self, chapter: str, namespace: dict, names: tuple[str, ...]):
         self.chapter, self.namespace, self.names = chapter, namespace, names
         self.recorder = _Recorder(namespace, names)
 
     def __enter__(self):
+        try:
+            warnings = forbidden_calls(self.chapter, self.namespace, self.names)
+        except Exception:  # a warning must never stop a test
+            warnings = []
+        for warning in warnings:
+            print(f"Warning: {warning}", file=sys.stderr)
         self.recorder.__enter__()
         return self
 

@@ -2,6 +2,7 @@
 and nothing else (the end-to-end version, through the grader's feedback, is in
 ``test_grading.py``)."""
 
+import linecache
 import re
 
 import nbformat
@@ -163,3 +164,49 @@ def test_diagnose_needs_names(root):
     ns = notebook_namespace(root, CH04)
     with pytest.raises(TypeError, match="names of the code"):
         ns["diagnose"](ns["scaled_dot_product_attention"])
+
+
+def run_cell(ns: dict, source: str, name: str) -> None:
+    """Run ``source`` in ``ns`` as IPython runs a cell: its lines kept in ``linecache``."""
+    filename = f"<cell {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), ns)
+
+
+@pytest.mark.parametrize(
+    ("exercise", "source"),
+    [
+        (
+            "scaled_dot_product_attention",
+            "def scaled_dot_product_attention(Q, K, V, mask=None):\n"
+            "    return F.scaled_dot_product_attention(Q, K, V), None\n",
+        ),
+        (
+            "SelfAttention",
+            "class SelfAttention(nn.Module):\n"
+            "    def __init__(self, d_model, d_k, d_v=None):\n"
+            "        super().__init__()\n"
+            "        self.attn = nn.MultiheadAttention(d_model, 1)\n",
+        ),
+    ],
+)
+def test_calling_the_operator_an_exercise_asks_for_is_warned_before_grading(
+    root, exercise, source, capsys
+):
+    ns = notebook_namespace(root, CH04)
+    run_cell(ns, source, exercise)
+    with ns["diagnose"](exercise):
+        pass
+    warning = capsys.readouterr().err
+    assert f"your {exercise} calls" in warning and "flagged for review" in warning, warning
+
+
+def test_the_solution_is_not_warned(root, capsys):
+    ns = notebook_namespace(root, CH04)
+    for cell in nbformat.read(solution_path(root, CH04), as_version=4).cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("solution"):
+            run_cell(ns, cell.source, meta["grade_id"])
+    with ns["diagnose"]("scaled_dot_product_attention", "SelfAttention", "CrossAttention"):
+        pass
+    assert capsys.readouterr().err == ""

@@ -1,12 +1,14 @@
 """The static scan of submissions: the solutions pass it, and each cheap way around the
 tests is flagged in the cell that does it (issue 11, hostile submissions)."""
 
+import re
+
 import nbformat
 import pytest
 from bwrap import grade_options
 
 from autograder.chapters import ALL_CHAPTERS, release_path
-from autograder.scan import scan_cell, scan_notebook
+from autograder.scan import FORBIDDEN, scan_cell, scan_notebook
 from autograder.submissions import solved_notebook
 
 CH04 = "04_dot_product_attention"
@@ -23,6 +25,58 @@ def test_the_released_cells_and_the_solutions_are_not_flagged(root, chapter):
     """The release's own code cells (experiments, demos) are the instructor's, not added."""
     released = nbformat.read(release_path(root, chapter), as_version=4)
     assert scan_notebook(solved_notebook(root, chapter), chapter, released) == []
+
+
+def exercise_text(root, chapter: str, exercise: str) -> str:
+    """What a student reads of an exercise in the released notebook: the markdown cells
+    directly above its solution cell, and the cell itself (its docstring)."""
+    cells = nbformat.read(release_path(root, chapter), as_version=4).cells
+    at = next(
+        i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == exercise
+    )
+    text = [cells[at].source]
+    for cell in reversed(cells[:at]):
+        if cell.cell_type != "markdown":
+            break
+        text.insert(0, cell.source)
+    return "\n\n".join(text)
+
+
+def stated_as_forbidden(text: str, operator: str) -> bool:
+    """Does one sentence of ``text`` name ``operator`` and say "not"?"""
+    sentences = re.split(r"(?<=[.!?;])\s+|\n\s*\n", text)
+    name = re.compile(rf"(?<![\w.]){re.escape(operator)}(?!\w)")
+    return any(name.search(s) and re.search(r"\bnot\b|n't\b", s) for s in sentences)
+
+
+RULES = [
+    (chapter, exercise, operator)
+    for chapter, exercises in FORBIDDEN.items()
+    for exercise, operators in exercises.items()
+    for operator in dict.fromkeys(o.replace("functional.", "F.") for o in operators)
+]
+
+
+@pytest.mark.parametrize(("chapter", "exercise", "operator"), RULES)
+def test_every_operator_the_scan_withholds_points_for_is_forbidden_in_its_exercise(
+    root, chapter, exercise, operator
+):
+    """A rule that costs points is stated where the student reads the exercise."""
+    text = exercise_text(root, chapter, exercise)
+    assert stated_as_forbidden(text, operator), (
+        f"{chapter}'s exercise {exercise!r} loses its points when it calls {operator} "
+        f"(autograder/scan.py, FORBIDDEN), but no sentence of its text says not to call "
+        f"{operator}: state the rule above the exercise, e.g. 'Do not call `{operator}`: "
+        "it is what you are writing'"
+    )
+
+
+def test_a_rule_is_stated_only_by_a_sentence_that_forbids():
+    assert stated_as_forbidden("Do not call `F.glu`: it is what you write.", "F.glu")
+    assert stated_as_forbidden("You may not use nn.GLU here.", "nn.GLU")
+    assert not stated_as_forbidden("It works as in PyTorch's `F.glu`. It is not hard.", "F.glu")
+    assert not stated_as_forbidden("Do not call `F.glu_` or `nn.GLUE`.", "F.glu")
+    assert not stated_as_forbidden("Do not call `nn.TransformerEncoder`.", "nn.Transformer")
 
 
 def _added(nb, after: str | None, source: str):
