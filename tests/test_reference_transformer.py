@@ -193,12 +193,14 @@ def test_greedy_decode_stops_each_sequence_and_pads():
 
 
 def test_beam_search_of_width_one_is_greedy():
+    """Without length normalisation (alpha = 0) a beam of one is greedy decoding: a
+    finished hypothesis outranks the live prefix it beat, which can only fall further."""
     model = small_model()
     src = torch.randint(3, 11, (6, 5))
     lengths = torch.tensor([5, 3, 1, 5, 2, 4])
     for max_len in (1, 4, 9):
         torch.testing.assert_close(
-            beam_search(model, src, lengths, max_len, beam_size=1),
+            beam_search(model, src, lengths, max_len, beam_size=1, alpha=0.0),
             greedy_decode(model, src, lengths, max_len),
         )
     # and a scripted model whose sequences end at different steps
@@ -208,6 +210,86 @@ def test_beam_search_of_width_one_is_greedy():
         beam_search(fake, src3, lengths3, 10, beam_size=1).tolist()
         == greedy_decode(fake, src3, lengths3, 10).tolist()
     )
+
+
+class TableModel:
+    """A stand-in whose next-token log-probabilities depend on the last token only:
+    ``table[last]`` (V,), or ``default`` for a last token not in the table. Records how
+    many prefixes each call of decode was given."""
+
+    def __init__(self, table: dict[int, list[float]], default: list[float]):
+        self.table, self.default, self.widths = table, default, []
+
+    def encode(self, src, src_lengths):
+        return torch.zeros(src.size(0), 1, 1), torch.ones(src.size(0), 1, 1, dtype=torch.bool)
+
+    def decode(self, ys, memory, src_mask):
+        self.widths.append(ys.size(0))
+        rows = [self.table.get(int(last), self.default) for last in ys[:, -1]]
+        logits = torch.zeros(ys.size(0), ys.size(1), len(self.default))
+        logits[:, -1] = torch.tensor(rows).log()
+        return logits
+
+    def log_prob(self, ids: list[int]) -> float:
+        """log p of a decoded sequence (<bos> not included, padding dropped)."""
+        previous, total = BOS_ID, 0.0
+        for token in ids:
+            if token == PAD_ID:
+                break
+            total += math.log(self.table.get(previous, self.default)[token])
+            previous = token
+        return total
+
+
+def test_beam_search_keeps_beam_size_live_prefixes():
+    """<eos> is the likeliest next token after every prefix: the finished hypotheses must
+    not take places in the beam (fairseq looks at the best 2k extensions for this)."""
+    #       pad  bos  eos  3     4     5     6     7
+    probs = [0.0, 0.0, 0.3, 0.16, 0.15, 0.14, 0.13, 0.12]
+    src, lengths = scripted_sources(1)
+    for beam_size in (2, 3, 4):
+        fake = TableModel({}, probs)
+        beam_search(fake, src, lengths, max_len=6, beam_size=beam_size, alpha=3.0)
+        assert len(fake.widths) >= 3, f"stopped after {len(fake.widths)} steps"
+        assert fake.widths[0] == 1, "the first step extends <bos> alone"
+        assert fake.widths[1:] == [beam_size] * (len(fake.widths) - 1), (
+            f"live prefixes at each step: {fake.widths}, expected {beam_size} after the first"
+        )
+
+
+def test_beam_search_finds_what_greedy_misses():
+    """Greedy takes token 3 (p 0.5), after which nothing is likely; token 4 (p 0.45) is
+    followed by <eos> for sure. A beam of two finds <4, eos>, the most likely sequence."""
+    #             pad  bos  eos   3     4     5     6     7
+    spread = [0.0, 0.0, 0.2, 0.2, 0.2, 0.2, 0.1, 0.1]
+    table = {
+        BOS_ID: [0.0, 0.0, 0.01, 0.5, 0.45, 0.02, 0.01, 0.01],
+        3: spread,
+        4: [0.0, 0.0, 0.96, 0.01, 0.01, 0.01, 0.005, 0.005],
+    }
+    fake = TableModel(table, spread)
+    src, lengths = scripted_sources(1)
+    greedy = greedy_decode(fake, src, lengths, 5)[0].tolist()
+    for beam_size in (2, 4):
+        beam = beam_search(fake, src, lengths, 5, beam_size=beam_size, alpha=0.0)[0].tolist()
+        assert beam[:2] == [4, EOS_ID], f"beam {beam_size} wrote {beam}"
+        assert fake.log_prob(beam) > fake.log_prob(greedy) + 1.0, (beam, greedy)
+
+
+def test_embeddings_start_small_and_positions_at_the_sinusoids_scale():
+    """Embedding entries N(0, 1 / d_model) with a zero padding row, so that times
+    sqrt(d_model) they are of the positional encoding's order; learned positions start
+    at the sinusoids' root mean square entry, 1 / sqrt(2)."""
+    cfg = TransformerConfig(d_model=64, num_heads=4, num_layers=1, d_ff=128)
+    torch.manual_seed(0)
+    model = Transformer(500, 600, replace(cfg, positions="learned"))
+    for table in (model.src_embed, model.tgt_embed):
+        assert table.weight[PAD_ID].abs().max() == 0
+        assert abs(table.weight[1:].std().item() * 64**0.5 - 1) < 0.05
+    pe = positional_encoding(64, 64)
+    rms = pe.pow(2).mean().sqrt().item()
+    assert abs(rms - 2**-0.5) < 1e-6
+    assert abs(model.pe.pow(2).mean().sqrt().item() - rms) < 0.03
 
 
 def test_output_layer_is_the_target_embedding():

@@ -115,6 +115,20 @@ class DecoderLayer(nn.Module):
         return y, self_weights, cross_weights
 
 
+@torch.no_grad()
+def init_embedding(table: nn.Embedding) -> nn.Embedding:
+    """Entries N(0, 1 / d_model), the padding row zero, as tensor2tensor and fairseq do.
+
+    A logit of the shared output layer is then a sum of d_model products of order
+    1 / sqrt(d_model) each, of order one; and times sqrt(d_model), an input embedding has
+    entries of order one, the scale of the positional encoding.
+    """
+    nn.init.normal_(table.weight, std=table.embedding_dim**-0.5)
+    if table.padding_idx is not None:
+        table.weight[table.padding_idx].zero_()
+    return table
+
+
 @dataclass(frozen=True)
 class TransformerConfig:
     d_model: int = 64
@@ -130,8 +144,9 @@ class TransformerConfig:
 class Transformer(nn.Module):
     """Encoder-decoder Transformer.
 
-    The target embedding is shared with the output layer (section 3.4), and embeddings are
-    multiplied by sqrt(d_model) before the positions are added. ``forward(src, src_lengths,
+    The target embedding is shared with the output layer (section 3.4), and embeddings
+    (initialised N(0, 1 / d_model), :func:`init_embedding`) are multiplied by sqrt(d_model)
+    before the positions are added. ``forward(src, src_lengths,
     tgt_in)`` returns logits (B, T, V_tgt); after a call, ``self.attention`` holds the
     weights of every layer: {"encoder": [...], "decoder": [...], "cross": [...]}, each a
     list of (B, h, T_q, T_k) tensors, one per layer.
@@ -141,12 +156,14 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         d = cfg.d_model
-        self.src_embed = nn.Embedding(src_vocab_size, d, padding_idx=PAD_ID)
-        self.tgt_embed = nn.Embedding(tgt_vocab_size, d, padding_idx=PAD_ID)
+        self.src_embed = init_embedding(nn.Embedding(src_vocab_size, d, padding_idx=PAD_ID))
+        self.tgt_embed = init_embedding(nn.Embedding(tgt_vocab_size, d, padding_idx=PAD_ID))
         if cfg.positions == "sinusoidal":
             self.register_buffer("pe", positional_encoding(cfg.max_len, d), persistent=False)
         elif cfg.positions == "learned":
-            self.pe = nn.Parameter(torch.randn(cfg.max_len, d) * 0.1)
+            # at the sinusoids' scale: each of their rows has norm sqrt(d / 2), an entry
+            # 1 / sqrt(2) on average (root mean square); so do these, in expectation
+            self.pe = nn.Parameter(torch.randn(cfg.max_len, d) * 2**-0.5)
         else:
             raise ValueError(f"positions must be 'sinusoidal' or 'learned', got {cfg.positions!r}")
         layer_args = (d, cfg.num_heads, cfg.d_ff, cfg.dropout, cfg.norm_first)
@@ -250,29 +267,35 @@ def length_penalty(length: int, alpha: float) -> float:
 def beam_search(model: Transformer, src, src_lengths, max_len: int, beam_size=4, alpha=0.6):
     """Beam search with length normalisation, one source at a time.
 
-    Keeps the ``beam_size`` best prefixes by total log-probability; a prefix that emits
-    <eos> is finished and scored log p / lp(length). Stops when the best finished score
-    beats every live prefix's (an upper bound, since log-probabilities only fall) or at
+    Every step extends each live prefix by every token and ranks the extensions by total
+    log-probability. As in fairseq, the best ``2 * beam_size`` are looked at: an <eos>
+    among the first ``beam_size`` finishes its hypothesis, scored log p / lp(length), and
+    the best ``beam_size`` extensions without <eos> stay live, so the beam keeps
+    ``beam_size`` live prefixes at every step (at most ``beam_size`` of the candidates end
+    in <eos>, one per prefix). Stops when the best finished score beats every live
+    prefix's best possible one (an upper bound, since log-probabilities only fall) or at
     max_len. Returns ids (B, L) like greedy_decode, padded after <eos>.
     """
     results = []
     for b in range(src.size(0)):
         memory, src_mask = model.encode(src[b : b + 1], src_lengths[b : b + 1])
-        beams = [([BOS_ID], 0.0)]  # (tokens, log-probability)
+        beams = [([BOS_ID], 0.0)]  # live prefixes: (tokens, log-probability)
         finished = []  # (normalised score, tokens)
         for _ in range(max_len):
             ys = torch.tensor([t for t, _ in beams], device=src.device)  # (k, L)
             k = ys.size(0)
             log_p = model.decode(ys, memory.expand(k, -1, -1), src_mask.expand(k, -1, -1))
             log_p = log_p[:, -1].log_softmax(-1)  # (k, V)
+            V = log_p.size(1)
             totals = torch.tensor([s for _, s in beams], device=src.device)[:, None] + log_p
-            top, idx = totals.flatten().topk(min(beam_size, totals.numel()))
+            top, idx = totals.flatten().topk(min(2 * beam_size, totals.numel()))  # (2 beam,)
             beams = []
-            for score, flat in zip(top.tolist(), idx.tolist(), strict=True):
-                tokens = [*ys[flat // log_p.size(1)].tolist(), flat % log_p.size(1)]
+            for rank, (score, flat) in enumerate(zip(top.tolist(), idx.tolist(), strict=True)):
+                tokens = [*ys[flat // V].tolist(), flat % V]
                 if tokens[-1] == EOS_ID:
-                    finished.append((score / length_penalty(len(tokens) - 1, alpha), tokens))
-                else:
+                    if rank < beam_size:  # an <eos> ranked below the beam is dropped
+                        finished.append((score / length_penalty(len(tokens) - 1, alpha), tokens))
+                elif len(beams) < beam_size:
                     beams.append((tokens, score))
             best_done = max((s for s, _ in finished), default=-math.inf)
             # a live prefix's score can only fall; its best normalised score is at max_len
