@@ -11,7 +11,7 @@ A spatial transformer has three parts:
 
 3. a **sampler** that reads U at those points with bilinear interpolation (eq. 5):
 
-       V_i = sum_n sum_m U_nm max(0, 1 - |x_i - m|) max(0, 1 - |y_i - n|),
+       V_i = sum_{n=0}^{H-1} sum_{m=0}^{W-1} U_nm max(0, 1 - |x_i - m|) max(0, 1 - |y_i - n|),
 
    with (x_i, y_i) the sample point in pixel coordinates; a point outside U reads zeros.
 
