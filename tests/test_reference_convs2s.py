@@ -1,5 +1,6 @@
 """Chapter 03's reference ConvS2S against PyTorch's own operators, its causality and
-padding rules, the two numbers about convolution stacks against measurements, the race
+padding rules, the two numbers about convolution stacks against measurements, the dilated
+stacks of the notebook's graded questions against the positions they read, the race
 of the experiment, and the chapter's finding: at the full settings the ConvS2S translates
 at least 95 % of the held-out numbers of every length bucket exactly."""
 
@@ -31,6 +32,7 @@ from autograder.reference.convs2s import (
     ConvEmbedding,
     ConvS2S,
     MultiStepAttention,
+    dilated_stack,
     glu,
     greedy_decode,
     layers_to_connect,
@@ -198,6 +200,51 @@ def test_layers_to_connect_is_the_fewest_that_connect(n, k):
 
     L = layers_to_connect(n, k)
     assert connected(L) and (L == 1 or not connected(L - 1))
+
+
+@pytest.mark.parametrize("k, dilation, T", [(3, 2, 9), (5, 3, 4), (3, 4, 20)])
+def test_dilated_causal_conv_is_a_dilated_conv_cut_to_length(k, dilation, T):
+    torch.manual_seed(0)
+    mine = CausalConv1d(3, 5, k, dilation=dilation)
+    theirs = nn.Conv1d(3, 5, k, padding=dilation * (k - 1), dilation=dilation)
+    theirs.load_state_dict(mine.conv.state_dict())
+    x = torch.randn(2, 3, T)
+    torch.testing.assert_close(mine(x), theirs(x)[:, :, :T])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_dilated_block_keeps_the_length_and_its_default_is_the_plain_block(causal):
+    torch.manual_seed(0)
+    plain = ConvBlock(4, 3, causal=causal)
+    torch.manual_seed(0)
+    dilated_one = ConvBlock(4, 3, causal=causal, dilation=1)
+    x = torch.randn(2, 11, 4)
+    torch.testing.assert_close(plain(x), dilated_one(x))
+    assert ConvBlock(4, 3, causal=causal, dilation=4)(x).shape == x.shape
+
+
+def offsets(num_layers, k, causal):
+    """The offsets j - i of the inputs j that output i of a dilated stack reads, counted
+    position by position: every sum of one tap of each layer (taps t * 2^l)."""
+    taps = range(-(k - 1), 1) if causal else range(-(k // 2), k // 2 + 1)
+    reach = {0}
+    for layer in range(num_layers):
+        reach = {r + t * 2**layer for r in reach for t in taps}
+    return reach
+
+
+@pytest.mark.parametrize(
+    "layers, k, causal", [(1, 3, False), (3, 3, False), (4, 3, True), (2, 5, True), (3, 7, False)]
+)
+def test_dilated_stack_reads_every_sum_of_its_taps(layers, k, causal):
+    """The measured field of the notebook's dilated stacks is the set of positions that the
+    taps of its layers reach, and its dilations double from 1."""
+    blocks = dilated_stack(layers, k, causal)
+    assert len(blocks) == layers
+    length = 301
+    position = length - 1 if causal else length // 2
+    seen = measured_receptive_field(blocks, length, position)
+    assert {j - position for j in seen} == offsets(layers, k, causal)
 
 
 def test_settings_follow_grading_mode(monkeypatch):

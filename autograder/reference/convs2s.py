@@ -3,8 +3,9 @@ r"""Convolutional sequence to sequence learning (Gehring et al. 2017), at small 
 
 Read top to bottom: the gated linear unit, the causal convolution of the decoder, the
 residual convolution block, the input representation e = w + p, multi-step attention, the
-encoder-decoder, and two numbers about convolution stacks (the receptive field and the
-layers it takes to connect two tokens).
+encoder-decoder, two numbers about convolution stacks (the receptive field and the layers
+it takes to connect two tokens), and the measurement that checks such numbers: which inputs
+one output's gradient reaches, in a plain stack or in a dilated one (dilations 1, 2, 4, ...).
 
 Shapes: B batch, S source length, T target length, d the model width (the embeddings, the
 convolutions' channels and the attention all use one width here; the paper maps between
@@ -47,16 +48,22 @@ class CausalConv1d(nn.Module):
     y_i = b + \sum_{t=0}^{k-1} W_t x_{i-k+1+t}, with x_j = 0 for j < 0: the input is padded
     on the left by k - 1 zeros and not at all on the right, so y keeps x's length.
 
+    With ``dilation`` delta (1 in ConvS2S; WaveNet's and ByteNet's stacks dilate), output i
+    reads the k inputs i - delta (k - 1), ..., i - delta, i, delta apart, and the padding on
+    the left is delta (k - 1).
+
     forward: x (B, C_in, T) -> (B, C_out, T), channels first like ``nn.Conv1d``.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1):
         super().__init__()
-        self.kernel_size = kernel_size
-        self.conv = nn.Conv1d(in_channels, out_channels, kernel_size)  # no padding of its own
+        self.kernel_size, self.dilation = kernel_size, dilation
+        # no padding of its own
+        self.conv = nn.Conv1d(in_channels, out_channels, kernel_size, dilation=dilation)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.pad(x, (self.kernel_size - 1, 0))  # k - 1 zeros on the left  (B, C_in, T + k - 1)
+        left = self.dilation * (self.kernel_size - 1)  # k - 1 when delta = 1
+        x = F.pad(x, (left, 0))  # zeros on the left only  (B, C_in, T + left)
         return self.conv(x)  # (B, C_out, T)
 
 
@@ -69,18 +76,29 @@ class ConvBlock(nn.Module):
     with W^l \in R^{2d x kd} (``nn.Conv1d(d, 2d, k)``), v the GLU, and the sum scaled by
     \sqrt{0.5} so that its variance stays that of the input (section 3.4). With
     ``causal=True`` the window is h_{i-k+1}, ..., h_i (the decoder). k must be odd.
+    ``dilation`` delta spaces the window's k positions delta apart (1 in ConvS2S; see
+    ``dilated_stack``).
 
     forward: x (B, T, d) -> (B, T, d).
     """
 
-    def __init__(self, d: int, kernel_size: int, causal: bool = False, dropout: float = 0.0):
+    def __init__(
+        self,
+        d: int,
+        kernel_size: int,
+        causal: bool = False,
+        dropout: float = 0.0,
+        *,
+        dilation: int = 1,
+    ):
         super().__init__()
         if kernel_size % 2 != 1:
             raise ValueError(f"kernel_size must be odd to centre the window, got {kernel_size}")
         if causal:
-            self.conv = CausalConv1d(d, 2 * d, kernel_size)
+            self.conv = CausalConv1d(d, 2 * d, kernel_size, dilation=dilation)
         else:
-            self.conv = nn.Conv1d(d, 2 * d, kernel_size, padding=kernel_size // 2)
+            padding = dilation * (kernel_size // 2)  # as many positions on either side
+            self.conv = nn.Conv1d(d, 2 * d, kernel_size, padding=padding, dilation=dilation)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -240,6 +258,17 @@ def layers_to_connect(n: int, kernel_size: int) -> int:
     of a sentence meet in one output: the least L with L (k - 1) + 1 >= n, i.e.
     ceil((n - 1) / (k - 1)); O(n / k), against n - 1 steps of a recurrence."""
     return math.ceil((n - 1) / (kernel_size - 1))
+
+
+def dilated_stack(num_layers: int, kernel_size: int, causal: bool = False, d: int = 4):
+    """``num_layers`` residual blocks of width ``kernel_size`` whose dilations double from
+    layer to layer, 1, 2, 4, ..., 2^(L-1), as in WaveNet and ByteNet: the stack that
+    chapter 03's two graded questions ask about. At initialisation, seeded: a list of
+    ``ConvBlock``, for ``measured_receptive_field``."""
+    torch.manual_seed(0)
+    return [
+        ConvBlock(d, kernel_size, causal=causal, dilation=2**layer) for layer in range(num_layers)
+    ]
 
 
 def measured_receptive_field(blocks, length: int, position: int | None = None, d=None) -> set[int]:
