@@ -1,14 +1,24 @@
-"""Table 3 of Vaswani et al. (2017) at small scale, with the reference Transformer on
-chapter 06's task (English number words up to 999,999 into German ones): the base model
-against one change at a time, over several seeds, every run bounded by steps.
+"""Table 3 of Vaswani et al. (2017) at small scale, and a controlled experiment on the
+warm-up of deep post-norm and pre-norm models, with the reference Transformer on chapter
+06's task (English number words up to 999,999 into German ones), over several seeds,
+every run bounded by steps.
 
-    python -m benchmarks.transformer               # every variant, seeds 0 1 2 (~25 min)
-    python -m benchmarks.transformer --write       # also writes transformer.md and .json
+    python -m benchmarks.transformer --write       # everything; writes transformer.md, .json
     python -m benchmarks.transformer --variants base --seeds 0
+    python -m benchmarks.transformer --cache /tmp/runs.jsonl --write   # reuses finished runs
     python -m benchmarks.transformer --threads 2   # one thread by default
     python -m benchmarks.transformer --render      # transformer.md again from the .json
 
-The deep models with the base's warm-up run on seed 0 only, unless ``--all-seeds``.
+Two parts:
+
+1. Table 3: the base model (2 + 2 layers, 1,500 steps) and one change at a time, on
+   seeds 0, 1 and 2.
+2. The deep models, 6 + 6 layers, 600 steps, post-norm and pre-norm, with a short and
+   a long warm-up, on seeds 0, 1 and 2, all at one peak learning rate, the base model's
+   own, fixed before any deep run was made: only the warm-up's length differs between
+   the arms.
+
+They run in the order base, 2, then the rest of 1 (~30 min on an idle core).
 
 The book page of chapter 06 reads ``benchmarks/transformer.json``: run with ``--write``
 after changing the reference, the experiment's settings or this file. Each seed sets the
@@ -56,12 +66,26 @@ SAFETY_S = 3600.0
 # variant of the base model is near 100 %, and how fast it gets there tells them apart.
 EVAL_EVERY = 250
 
-# The deep models: 6 + 6 layers, 600 steps (a step costs about three times the base's).
-# With the base's warm-up of 400 steps both post-norm and pre-norm train; with a warm-up
-# of 100 steps the schedule peaks at twice the rate, sooner, and post-norm breaks down.
-# Chosen on seed 0 (see the note written into the table).
-DEEP = replace(FULL_SETTINGS, num_layers=6, max_steps=600)
-DEEP_SHORT = replace(DEEP, warmup=100)
+DEEP = replace(FULL_SETTINGS, num_layers=6, max_steps=600)  # a step costs ~3 x the base's
+# The warm-up lengths compared: the rate rises for SHORT or LONG steps, then decays. With
+# the linear decay to zero at step 600, a warm-up longer than 300 steps would peak before
+# its end (at step 300), so the long one is 300.
+SHORT_WARMUP, LONG_WARMUP = 100, 300
+REPORT_SEEDS = (0, 1, 2)
+
+
+def peak_rate(cfg: TransformerSettings) -> float:
+    """The largest learning rate of a run: lr_scale * schedule * linear decay, maximised
+    over its steps (train_transformer's rate)."""
+    return max(
+        cfg.lr_scale * warmup_schedule(s, cfg.d_model, cfg.warmup) * (1 - s / cfg.max_steps)
+        for s in range(1, cfg.max_steps + 1)
+    )
+
+
+def at_peak(cfg: TransformerSettings, peak: float) -> TransformerSettings:
+    """``cfg`` with the lr_scale that makes its largest rate ``peak``."""
+    return replace(cfg, lr_scale=peak / peak_rate(replace(cfg, lr_scale=1.0)))
 
 
 @dataclass(frozen=True)
@@ -72,7 +96,8 @@ class Variant:
     paper: str = ""  # the matching row of the paper's Table 3, if any
     settings: TransformerSettings = FULL_SETTINGS
     model: dict = field(default_factory=dict)  # TransformerConfig fields beyond the settings
-    seeds: tuple[int, ...] | None = None  # by default, only these of --seeds (None: all)
+    seeds: tuple[int, ...] = REPORT_SEEDS
+    part: str = "table3"  # "table3" or "deep"
 
 
 PRE_NORM = {"norm_first": True}
@@ -81,16 +106,42 @@ VARIANTS = [
     Variant("1 head", "(A) 1 head", replace(FULL_SETTINGS, num_heads=1)),
     Variant("learned positions", "(E) positional embedding", model={"positions": "learned"}),
     Variant("no label smoothing", "(D) eps_ls = 0", replace(FULL_SETTINGS, smoothing=0.0)),
-    Variant("6+6 post-norm, warm-up 100", settings=DEEP_SHORT),
-    Variant("6+6 pre-norm, warm-up 100", settings=DEEP_SHORT, model=PRE_NORM),
-    Variant("6+6 post-norm, warm-up 400", settings=DEEP, seeds=(0,)),
-    Variant("6+6 pre-norm, warm-up 400", settings=DEEP, model=PRE_NORM, seeds=(0,)),
+    # the course trains without dropout; the paper's base uses 0.1, and its Table 3 row
+    # (D) P_drop = 0 is the same change the other way round
+    Variant("dropout 0.1", "(D) P_drop = 0", model={"dropout": 0.1}),
 ]
+
+
+def deep_name(norm: str, warmup: int) -> str:
+    return f"6+6 {norm}-norm, warm-up {warmup}"
+
+
+def deep_variants(peak: float) -> list[Variant]:
+    """The four arms at one peak rate: post- and pre-norm, short and long warm-up."""
+    return [
+        Variant(
+            deep_name(norm, warmup),
+            settings=at_peak(replace(DEEP, warmup=warmup), peak),
+            model=PRE_NORM if norm == "pre" else {},
+            part="deep",
+        )
+        for norm in ("post", "pre")
+        for warmup in (SHORT_WARMUP, LONG_WARMUP)
+    ]
+
+
+def deep_peak() -> float:
+    """The deep models' peak learning rate: the base model's own (0.0069, at step 400 of
+    1,500), fixed before any deep run was made, on no seed."""
+    return peak_rate(FULL_SETTINGS)
+
+
 # The paper's Table 3 (newstest2013 dev set): perplexity per word-piece, BLEU.
 PAPER = {
     "base": (4.92, 25.8),
     "(A) 1 head": (5.29, 24.9),
     "(D) eps_ls = 0": (4.67, 25.3),
+    "(D) P_drop = 0": (5.77, 24.6),
     "(E) positional embedding": (4.92, 25.7),
 }
 
@@ -169,6 +220,7 @@ def run(variant: Variant, seed: int) -> dict:
         "steps": len(history.steps),
         "train_s": history.seconds - sum(eval_seconds),
         "parameters": sum(p.numel() for p in model.parameters()),
+        "peak_rate": peak_rate(cfg),
     }
 
 
@@ -207,7 +259,7 @@ def base_verdict(rows: list[dict]) -> tuple[bool, str]:
 def settings_note(variant: Variant) -> str:
     """How a variant's settings differ from the base's."""
     changed = {
-        k: v
+        k: (round(v, 3) if isinstance(v, float) else v)
         for k, v in asdict(variant.settings).items()
         if v != getattr(FULL_SETTINGS, k) and k != "seconds"
     }
@@ -215,10 +267,9 @@ def settings_note(variant: Variant) -> str:
 
 
 def markdown(report: dict) -> str:
-    variants = {v.name: v for v in VARIANTS}
     buckets = report["buckets"]
     lines = [
-        "# Vaswani et al. (2017) Table 3 at small scale",
+        "# Vaswani et al. (2017) Table 3 at small scale, and warm-up in deep models",
         "",
         f"Measured {report['date']} on {report['machine']}, {report['threads']} thread(s), "
         f"torch {report['torch']}, with `{report['command']}`.",
@@ -232,48 +283,55 @@ def markdown(report: dict) -> str:
         "test targets with teacher forcing and no smoothing (the counterpart of the paper's "
         "dev perplexity); *final loss* is the mean training loss over the last 50 steps "
         "(label-smoothed where smoothing is on, so it cannot be compared across that change). "
-        "Exact match *at step 500* is measured during training, on the same test set: at the "
-        "end every variant of the base is near 100 %, and the speed at which it gets there "
-        "tells them apart better.",
+        f"Exact match is also measured during training, every {EVAL_EVERY} steps, on the "
+        "same test set: at the end of 1,500 steps every variant of the base is near 100 %, "
+        "so the table compares how fast they get there (*at step 500*).",
         "",
-        f"Base settings: `{FULL_SETTINGS}`, post-norm, 2 + 2 layers, with the time cap "
-        f"lifted to {SAFETY_S:.0f} s so that steps alone bound every run. Post-norm is the "
-        "paper's LayerNorm(x + Sublayer(x)), pre-norm x + Sublayer(LayerNorm(x)).",
+        f"Base settings: `{FULL_SETTINGS}`, post-norm, 2 + 2 layers, no dropout, with the "
+        f"time cap lifted to {SAFETY_S:.0f} s so that steps alone bound every run. Post-norm "
+        "is the paper's LayerNorm(x + Sublayer(x)), pre-norm x + Sublayer(LayerNorm(x)). "
+        "*peak lr* is the largest learning rate of the run (the schedule times 1.5, or "
+        "times the deep runs' lr_scale, and times the linear decay to zero).",
         "",
         "## Means over seeds",
         "",
         "| variant | changed | seeds | exact match | per seed | at step 500 | BLEU | test ppl "
-        "| final loss | steps | train s | paper: ppl | paper: BLEU |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| final loss | peak lr | steps | train s | paper: ppl | paper: BLEU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in report["summary"].items():
-        ppl, paper_bleu = PAPER.get(variants[name].paper, ("", ""))
-        per_seed = " / ".join(
-            f"{r['exact_match']:.3f}" for r in report["rows"] if r["variant"] == name
-        )
+        ppl, paper_bleu = report["paper"].get(report["paper_rows"].get(name, ""), ("", ""))
+        rows = [r for r in report["rows"] if r["variant"] == name]
+        per_seed = " / ".join(f"{r['exact_match']:.3f}" for r in rows)
         at_500 = dict(zip(s["eval_steps"], s["eval_exact_match"], strict=True)).get(500)
         at_500 = "" if at_500 is None else f"{at_500:.3f}"
         lines.append(
-            f"| {name} | {report['changed'][name]} | {len(s['seeds'])} "
+            f"| {name} | {report['changed'][name]} | {', '.join(map(str, s['seeds']))} "
             f"| {s['exact_match']:.3f} | {per_seed} | {at_500} | {s['bleu']:.1f} "
-            f"| {s['test_ppl']:.3f} "
-            f"| {s['final_loss']:.3f} | {s['steps']} | {s['train_s']:.0f} | {ppl} "
-            f"| {paper_bleu} |"
+            f"| {s['test_ppl']:.3f} | {s['final_loss']:.3f} | {rows[0]['peak_rate']:.4f} "
+            f"| {s['steps']} | {s['train_s']:.0f} | {ppl} | {paper_bleu} |"
         )
     lines += [
         "",
         "The paper's columns are its Table 3 (newstest2013 dev set, perplexity per "
-        "word-piece; base model: 6 + 6 layers, d_model 512, 8 heads, 100k steps). Its "
-        "1-head row keeps d_model, as ours does.",
+        "word-piece; base model: 6 + 6 layers, d_model 512, 8 heads, dropout 0.1, 100k "
+        "steps). Its 1-head row keeps d_model, as ours does. Its dropout row (D) goes the "
+        "other way: the paper's base has dropout 0.1 and the row removes it; ours has none "
+        "and the row adds it.",
         "",
-        "The deep models: the warm-up of 100 steps (lr_scale 1.5, as for the base) peaks at "
-        "twice the base's learning rate. It was chosen on seed 0 as the setting where "
-        "post-norm and pre-norm part ways, among three tried: warm-up 400 with lr_scale 1.5 "
-        "(both train, the rows above), warm-up 100 with lr_scale 1.5 (post-norm fails), and "
-        "warm-up 100 with lr_scale 0.75, the base's peak rate reached sooner (both trained, "
-        "poorly: exact match 0.267 post-norm, 0.353 pre-norm, in 600 steps on seed 0, "
-        "measured once and not part of this run).",
-        "",
+    ]
+    deep = report.get("deep")
+    if deep:
+        lines += [
+            f"The deep models ({deep['layers']} + {deep['layers']} layers, {deep['steps']} "
+            f"steps): every arm has the same peak learning rate, {deep['peak_rate']:.4f}, the "
+            "base model's own (its rate at step 400 of 1,500), fixed before any deep run was "
+            f"made; only the warm-up's length differs ({deep['short_warmup']} or "
+            f"{deep['long_warmup']} steps; each arm's lr_scale is set so that its largest "
+            "rate is the peak).",
+            "",
+        ]
+    lines += [
         "## Every run",
         "",
         "| variant | seed | exact match | "
@@ -299,25 +357,40 @@ def markdown(report: dict) -> str:
         "",
         f"Base model, greedy exact match against the target: {report['base_verdict']}.",
         "",
-        f"Total time of the benchmark: {report['total_s']:.0f} s.",
+        f"Total time of the benchmark: {report['total_s']:.0f} s"
+        + (f" ({report['cached']} runs reused from the cache)." if report.get("cached") else "."),
         "",
     ]
     return "\n".join(lines)
+
+
+def run_key(variant: Variant, seed: int) -> str:
+    """What a run depends on: a cached row is reused only when all of it matches."""
+    return json.dumps(
+        [variant.name, seed, asdict(replace(variant.settings, seconds=0)), variant.model],
+        sort_keys=True,
+    )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    names = [v.name for v in VARIANTS]
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--variants", nargs="+", default=names, choices=names, metavar="NAME")
     parser.add_argument(
-        "--all-seeds", action="store_true", help="run every variant on every seed of --seeds"
+        "--seeds", type=int, nargs="+", help="only these seeds (default: each part's own)"
+    )
+    parser.add_argument(
+        "--variants", nargs="+", metavar="NAME", help="only these variants (default: all)"
     )
     # One thread, as on the book page: the seed-0 base run then repeats the page's model
     # exactly, and on a shared machine one thread is far faster than two contending ones.
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        help="a JSON-lines file: each finished run is appended, and a run already in it "
+        "with the same settings is read instead of trained",
+    )
     parser.add_argument(
         "--write", action="store_true", help=f"write {OUT_MD.name} and {OUT_JSON.name}"
     )
@@ -330,20 +403,44 @@ def main(argv=None) -> int:
         return 0
     torch.set_num_threads(args.threads)
     argv_text = " ".join(sys.argv[1:] if argv is None else argv)
+    cache = {}
+    if args.cache and args.cache.exists():
+        for line in args.cache.read_text().splitlines():
+            entry = json.loads(line)
+            cache[entry["key"]] = entry["row"]
     start = time.perf_counter()
-    rows, chosen = [], [v for v in VARIANTS if v.name in args.variants]
-    for variant in chosen:
-        for seed in args.seeds:
-            if variant.seeds is not None and seed not in variant.seeds and not args.all_seeds:
+    rows, done, cached = [], [], 0
+
+    def run_part(variants: list[Variant]) -> None:
+        nonlocal cached
+        for variant in variants:
+            if args.variants and variant.name not in args.variants:
                 continue
-            row = run(variant, seed)
-            rows.append(row)
-            print(
-                f"{row['variant']:28s} seed {seed}  exact match {row['exact_match']:.3f}  "
-                f"BLEU {row['bleu']:.1f}  ppl {row['test_ppl']:.3f}  "
-                f"loss {row['final_loss']:.3f}  {row['steps']} steps  {row['train_s']:.0f} s",
-                flush=True,
-            )
+            seeds = [s for s in variant.seeds if args.seeds is None or s in args.seeds]
+            for seed in seeds:
+                key = run_key(variant, seed)
+                if key in cache:
+                    row, cached = cache[key], cached + 1
+                else:
+                    row = run(variant, seed)
+                    if args.cache:
+                        with args.cache.open("a") as f:
+                            f.write(json.dumps({"key": key, "row": row}) + "\n")
+                rows.append(row)
+                print(
+                    f"{row['variant']:44s} seed {seed:2d}  exact match {row['exact_match']:.3f}"
+                    f"  BLEU {row['bleu']:.1f}  ppl {row['test_ppl']:.3f}  "
+                    f"loss {row['final_loss']:.3f}  {row['steps']} steps  {row['train_s']:.0f} s",
+                    flush=True,
+                )
+            if any(r["variant"] == variant.name for r in rows):
+                done.append(variant)
+
+    # The base first (the chapter's target), then the deep models, then the rest of
+    # Table 3: a run cut short by the time it has keeps the parts that matter most.
+    run_part(VARIANTS[:1])
+    run_part(deep_variants(deep_peak()))
+    run_part(VARIANTS[1:])
     if not rows:
         parser.error("no run matches --variants and --seeds")
     met, verdict = base_verdict(rows)
@@ -353,16 +450,25 @@ def main(argv=None) -> int:
         "machine": platform.machine(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
-        "settings": {v.name: {**asdict(v.settings), **v.model} for v in chosen},
-        "changed": {v.name: settings_note(v) for v in chosen},
-        "paper_rows": {v.name: v.paper for v in chosen if v.paper},
+        "settings": {v.name: {**asdict(v.settings), **v.model} for v in done},
+        "changed": {v.name: settings_note(v) for v in done},
+        "parts": {v.name: v.part for v in done},
+        "paper_rows": {v.name: v.paper for v in done if v.paper},
         "paper": PAPER,
         "buckets": [b for b in rows[0]["by_length"] if b != "overall"],
         "rows": rows,
         "summary": summary(rows),
+        "deep": {
+            "short_warmup": SHORT_WARMUP,
+            "long_warmup": LONG_WARMUP,
+            "peak_rate": deep_peak(),
+            "layers": DEEP.num_layers,
+            "steps": DEEP.max_steps,
+        },
         "target": TARGET,
         "base_verdict": verdict,
         "total_s": time.perf_counter() - start,
+        "cached": cached,
     }
     text = markdown(report)
     print(text)
