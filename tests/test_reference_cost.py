@@ -11,7 +11,11 @@ import torch
 from attention_course.lookup import LookupModel, LookupTask
 from autograder.reference import cost
 from autograder.reference.analysis import table1_layers
-from autograder.reference.multi_head import MultiHeadAttention, multi_head_cost
+from autograder.reference.multi_head import (
+    MultiHeadAttention,
+    attention_weights_bytes,
+    multi_head_cost,
+)
 
 linux_only = pytest.mark.skipif(
     platform.system() != "Linux", reason="peak memory is read from /proc (Linux)"
@@ -153,3 +157,48 @@ def test_per_output_accuracy_scores_each_lookup():
     acc = cost.per_output_accuracy(model, task, num_examples=50)
     assert set(acc) == {"x[i-1]", "x[i+2]"}
     assert all(0 <= v <= 1 and not math.isnan(v) for v in acc.values())
+
+
+def test_measured_cost_agrees_with_multi_head_cost_and_splits_the_projections():
+    for args in [(6, 10, 16, 4), (1, 1, 8, 1), (7, 3, 24, 3)]:
+        measured = cost.measured_cost(*args)
+        assert {k: measured[k] for k in multi_head_cost(*args)} == multi_head_cost(*args)
+        T_q, T_k, d_model, _ = args
+        assert measured["projections"] == (2 * T_q + 2 * T_k) * d_model**2
+        assert measured["projections"] + measured["attention"] == measured["multiply_adds"]
+
+
+@pytest.mark.parametrize(
+    ("batch", "h", "T_q", "T_k", "layers", "dtype"),
+    [
+        (2, 3, 5, 7, 1, torch.float32),
+        (1, 2, 10, 12, 3, torch.float64),
+        (2, 1, 4, 4, 2, torch.bfloat16),
+        (1, 4, 6, 3, 1, torch.float16),
+    ],
+)
+def test_saved_attention_bytes_counts_two_weight_tensors_per_head(
+    batch, h, T_q, T_k, layers, dtype
+):
+    """The softmax keeps its output, the product with V keeps nan_to_num's: two tensors."""
+    measured = cost.saved_attention_bytes(batch, h, T_q, T_k, layers, dtype)
+    assert measured == attention_weights_bytes(batch, h, T_q, T_k, layers, dtype)
+    assert measured == 2 * layers * batch * h * T_q * T_k * dtype.itemsize
+
+
+def test_count_mismatch_says_which_argument_is_off_without_the_formula():
+    def truth(a, b):
+        return 2 * a * b
+
+    assert cost.count_mismatch(truth, truth, {"a": 3, "b": 4}, {"a": 1, "b": 2}) is None
+    # right at a = 1 only: the part that grows with a is off
+    text = cost.count_mismatch(lambda a, b: 2 * b, truth, {"a": 3, "b": 4}, {"a": 1, "b": 5})
+    assert "16 too low (8 against 24 measured)" in text
+    assert "right for a=1" in text
+    assert "changes by +6 and your count by +2" in text
+    # right at the base, wrong once b changes
+    text = cost.count_mismatch(
+        lambda a, b: 2 * a * min(b, 4), truth, {"a": 3, "b": 4}, {"a": 1, "b": 5}
+    )
+    assert text.startswith("right for (a=3, b=4)")
+    assert "with b=5 your count is 6 too low (24 against 30 measured)" in text

@@ -332,6 +332,131 @@ def blocked_error(n: int = 1000, d_k: int = 64, block_sizes=(1, 7, 64, 128, 1000
 
 
 # ---------------------------------------------------------------------------------------
+# What the graded questions of chapter 05 measure
+
+
+def measured_cost(T_q: int, T_k: int, d_model: int, num_heads: int, seed: int = 0) -> dict:
+    """What one reference :class:`MultiHeadAttention` costs on one sequence of ``T_q``
+    queries and ``T_k`` keys, measured: its parameters counted, the multiply-adds of its
+    matrix products as PyTorch's FlopCounterMode counts them (two FLOPs each), split into
+    the four projections (the ``nn.Linear`` layers) and the rest (the products inside
+    attention, all heads together), and the attention weights a forward pass returns.
+
+    The keys ``parameters``, ``multiply_adds`` and ``score_entries`` are those of
+    :func:`multi_head_cost`; ``projections`` and ``attention`` add up to ``multiply_adds``.
+    """
+    torch.manual_seed(seed)
+    module = MultiHeadAttention(d_model, num_heads)
+    query, memory = torch.randn(1, T_q, d_model), torch.randn(1, T_k, d_model)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        _, weights = module(query, memory, memory)
+    by_module = {name: sum(ops.values()) // 2 for name, ops in counter.get_flop_counts().items()}
+    projections = sum(by_module.get(f"MultiHeadAttention.{w}", 0) for w in LINEARS)
+    total = counter.get_total_flops() // 2
+    return {
+        "parameters": sum(p.numel() for p in module.parameters()),
+        "multiply_adds": total,
+        "projections": projections,
+        "attention": total - projections,
+        "score_entries": weights.numel(),
+    }
+
+
+LINEARS = ("W_q", "W_k", "W_v", "W_o")
+
+
+def saved_attention_bytes(
+    batch: int,
+    num_heads: int,
+    T_q: int,
+    T_k: int,
+    num_layers: int = 1,
+    dtype: torch.dtype = torch.float32,
+    seed: int = 0,
+) -> int:
+    """The bytes that training keeps for the backward pass in tensors of T_q x T_k entries
+    per head (scores and weights in any form), measured on a stack of ``num_layers``
+    reference :class:`MultiHeadAttention` layers, no mask: each layer's queries come from
+    the layer below (the first from random inputs), its keys and values from one random
+    memory of ``T_k`` positions (with T_q = T_k this is self-attention's cost).
+
+    How: ``torch.autograd.graph.saved_tensors_hooks`` sees every tensor autograd saves for
+    the backward pass; those whose last two axes are (T_q, T_k) are counted, each storage
+    once (a tensor saved by two operations, or a view of one saved, is stored once). The
+    heads are d_k = max(T_q, T_k) + 1 wide, so that no other saved tensor (Q, K^T, V, the
+    inputs, the projection matrices) has last axes (T_q, T_k).
+    """
+    d_k = max(T_q, T_k) + 1
+    d_model = num_heads * d_k
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    layers = [MultiHeadAttention(d_model, num_heads).to(dtype) for _ in range(num_layers)]
+    x = torch.randn(batch, T_q, d_model, generator=g).to(dtype)
+    memory = torch.randn(batch, T_k, d_model, generator=g).to(dtype)
+    storages: dict[int, int] = {}
+
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        if t.dim() >= 2 and tuple(t.shape[-2:]) == (T_q, T_k):
+            storage = t.untyped_storage()
+            storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        for layer in layers:
+            x, _ = layer(x, memory, memory)  # (B, T_q, d_model)
+    return sum(storages.values())
+
+
+def count_mismatch(
+    yours: Callable[..., int],
+    measured: Callable[..., int],
+    base: dict,
+    changes: dict,
+) -> str | None:
+    """How a count differs from a measurement, without the formula; None where they agree.
+
+    Both functions are called with the keyword arguments ``base``, and with ``base`` where
+    one argument ``name`` of ``changes`` takes the value ``changes[name]`` (one case per
+    argument). If the count is right at ``base``, the message lists the cases where it is
+    not, by how much. If not, it says by how much at ``base`` and, for each changed
+    argument, whether the count is right there and whether it moves as the measurement
+    does: which part of the count is off. Returns one paragraph for a failure message.
+    """
+    cases = {name: {**base, name: value} for name, value in changes.items()}
+    mine, truth = yours(**base), measured(**base)
+    other = {name: (yours(**case), measured(**case)) for name, case in cases.items()}
+    if mine == truth and all(m == t for m, t in other.values()):
+        return None
+
+    def off(m, t):
+        return f"{abs(m - t):,} {'too high' if m > t else 'too low'} ({m:,} against {t:,} measured)"
+
+    args = ", ".join(f"{k}={v}" for k, v in base.items())
+    if mine == truth:
+        lines = [f"right for ({args})"]
+        lines += [
+            f"but with {name}={changes[name]} your count is {off(m, t)}"
+            for name, (m, t) in other.items()
+            if m != t
+        ]
+        return "; ".join(lines)
+    lines = [f"for ({args}) your count is {off(mine, truth)}"]
+    for name, (m, t) in other.items():
+        change = f"when {name} goes from {base[name]} to {changes[name]}"
+        if m == t:
+            lines.append(
+                f"right for {name}={changes[name]}: the part that changes with {name} is off"
+            )
+        elif m - mine != t - truth:
+            lines.append(
+                f"{change}, the measurement changes by {t - truth:+,} and your count by {m - mine:+,}"
+            )
+        else:
+            lines.append(f"{change}, your count moves as the measurement does")
+    return "; ".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
 # What the heads look at
 
 

@@ -120,3 +120,22 @@ def multi_head_cost(T_q: int, T_k: int, d_model: int, num_heads: int) -> dict[st
         "multiply_adds": projections + attention,
         "score_entries": num_heads * T_q * T_k,
     }
+
+
+def attention_weights_bytes(
+    batch: int,
+    num_heads: int,
+    T_q: int,
+    T_k: int,
+    num_layers: int = 1,
+    dtype: torch.dtype = torch.float32,
+) -> int:
+    """The bytes that training keeps for the backward pass in tensors of T_q x T_k entries per
+    head, for ``num_layers`` :class:`MultiHeadAttention` layers on ``batch`` sequences, no mask.
+
+    The attention of each head runs Q K^T (keeps Q and K), a scale (keeps a number), the
+    softmax (keeps its output), nan_to_num (keeps its input: the softmax's output again) and
+    the product with V (keeps V and nan_to_num's output, a second tensor): two T_q x T_k
+    tensors per head, per sequence, per layer. The scores are kept by nothing.
+    """
+    return 2 * num_layers * batch * num_heads * T_q * T_k * dtype.itemsize
