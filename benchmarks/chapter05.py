@@ -3,7 +3,7 @@ Table 1 as measured slopes and crossovers, the memory and time of plain, blocked
 attention against n, and the two-lookup accuracy of 1, 2 and 4 heads over several seeds.
 
     python -m benchmarks.chapter05                  # everything, printed (about 2 minutes)
-    python -m benchmarks.chapter05 --write          # also writes benchmarks/chapter05.md
+    python -m benchmarks.chapter05 --write          # also writes chapter05.md and .json
     python -m benchmarks.chapter05 --skip-heads     # only the timings and the memory
     python -m benchmarks.chapter05 --seeds 0 --threads 2
 
@@ -12,6 +12,7 @@ Peak memory is read from /proc, so the memory table needs Linux.
 """
 
 import argparse
+import json
 import platform
 import statistics
 import sys
@@ -25,6 +26,7 @@ from autograder.reference import cost
 from autograder.reference.multi_head import MultiHeadAttention
 
 OUT = Path(__file__).resolve().parent / "chapter05.md"
+OUT_JSON = OUT.with_suffix(".json")  # the two-lookup runs, read by the book page
 TABLE1 = {
     "n": {"self-attention": 2, "recurrent": 1, "convolutional": 1},
     "d": {"self-attention": 1, "recurrent": 2, "convolutional": 2},
@@ -134,19 +136,23 @@ def memory_section(lengths, repeats: int) -> list[str]:
     return lines
 
 
-def heads_section(seeds, heads, steps: int) -> list[str]:
-    """Two-lookup accuracy (y_i = (x_{i-1}, x_{i+2})) of the reference layer with h heads."""
+def heads_section(seeds, heads, steps: int) -> tuple[list[str], list[dict]]:
+    """Two-lookup accuracy (y_i = (x_{i-1}, x_{i+2})) of the reference layer with h heads,
+    and, for one head, how much its weights at the two offsets depend on the digits."""
     task = LookupTask()
     lines = [
         "## Two lookups at once: accuracy against the number of heads",
         "",
         f"d_model = 32, {steps} steps (time limit 60 s), 2,000 held-out sequences of "
-        f"{task.length} digits; settings of the book page.",
+        f"{task.length} digits; settings of the book page. For one head, the weight a query "
+        f"gives offsets -{task.a} and +{task.b} over 500 held-out sequences: its mean, and its "
+        "standard deviation across sequences (0 if the weights depended on positions only).",
         "",
-        "| heads | seed | x[i-1] right | x[i+2] right | digit accuracy | both right | train s |",
-        "|---|---|---|---|---|---|---|",
+        "| heads | seed | x[i-1] right | x[i+2] right | digit accuracy | both right "
+        f"| weight at -{task.a}: mean, std | weight at +{task.b}: mean, std | train s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    both = {h: [] for h in heads}
+    rows = []
     for h in heads:
         for seed in seeds:
             run = train_lookup(
@@ -159,25 +165,46 @@ def heads_section(seeds, heads, steps: int) -> list[str]:
                 seed=seed,
             )
             sides = cost.per_output_accuracy(run.model, task)
-            both[h].append(run.accuracy["both digits right"])
+            by_digits = cost.weight_by_digits(run.model, task) if h == 1 else None
+            rows.append(
+                {
+                    "heads": h,
+                    "seed": seed,
+                    "steps": len(run.history.steps),
+                    "before_right": sides[f"x[i-{task.a}]"],
+                    "after_right": sides[f"x[i+{task.b}]"],
+                    "digit_accuracy": run.accuracy["digit accuracy"],
+                    "both_right": run.accuracy["both digits right"],
+                    "weight_by_digits": by_digits,
+                    "seconds": run.history.seconds,
+                }
+            )
+            weights = (
+                [f"{v['mean']:.3f}, {v['std_over_sequences']:.3f}" for v in by_digits.values()]
+                if by_digits
+                else ["", ""]
+            )
             lines.append(
-                f"| {h} | {seed} | {sides['x[i-1]']:.3f} | {sides['x[i+2]']:.3f} "
+                f"| {h} | {seed} | {sides[f'x[i-{task.a}]']:.3f} | {sides[f'x[i+{task.b}]']:.3f} "
                 f"| {run.accuracy['digit accuracy']:.3f} | {run.accuracy['both digits right']:.3f} "
-                f"| {run.history.seconds:.1f} |"
+                f"| {weights[0]} | {weights[1]} | {run.history.seconds:.1f} |"
             )
             print(lines[-1], flush=True)
-    lines += ["", "Median share of positions with both digits right:", ""]
-    lines += [
-        f"- {h} head(s): {statistics.median(v):.3f} over {len(v)} seed(s)" for h, v in both.items()
-    ]
-    return lines
+    lines += ["", "Share of positions with both digits right, over the seeds:", ""]
+    for h in heads:
+        both = [r["both_right"] for r in rows if r["heads"] == h]
+        lines.append(
+            f"- {h} head(s): median {statistics.median(both):.3f}, lowest {min(both):.3f}, "
+            f"highest {max(both):.3f} over {len(both)} seed(s)"
+        )
+    return lines, rows
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--heads", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--steps", type=int, default=500, help="training steps per model")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per measurement")
@@ -206,14 +233,24 @@ def main(argv=None) -> int:
     )
     lines.append("")
     lines += memory_section([512, 1024, 2048, 4096, 8192], repeats=args.repeats)
+    rows = None
     if not args.skip_heads:
         lines.append("")
-        lines += heads_section(args.seeds, args.heads, args.steps)
+        heads_lines, rows = heads_section(args.seeds, args.heads, args.steps)
+        lines += heads_lines
     lines += ["", f"Total time of the benchmark: {time.perf_counter() - start:.0f} s.", ""]
     text = "\n".join(lines)
     print(text)
     if args.write:
         OUT.write_text(text)
+        if rows is not None:
+            record = {
+                "command": f"python -m benchmarks.chapter05 {argv_text}".strip(),
+                "date": time.strftime("%Y-%m-%d"),
+                "config": {"d_model": 32, "steps": args.steps, "task": "LookupTask()"},
+                "lookup": rows,
+            }
+            OUT_JSON.write_text(json.dumps(record, indent=1) + "\n")
     return 0
 
 

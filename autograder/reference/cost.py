@@ -478,6 +478,34 @@ def attention_by_offset(weights: torch.Tensor) -> tuple[list[int], torch.Tensor]
 
 
 @torch.no_grad()
+def weight_by_digits(
+    model, task, head: int = 0, num_examples: int = 500, seed: int = 2
+) -> dict[int, dict[str, float]]:
+    """How much one head's weights depend on the digits, at the two offsets the task reads
+    (-a and +b): for each, the mean weight a query gives the key at that offset over held-out
+    sequences, its standard deviation across sequences (at each query position, then
+    averaged over the positions), and its smallest and largest value.
+
+    Weights that depend on the positions only give a standard deviation of 0: the case where
+    one head provably cannot return both digits (chapter 05's page).
+    """
+    x, _ = task.sample(num_examples, generator=torch.Generator().manual_seed(seed))
+    weights = model(x)[1][:, head]  # (N, T, T)
+    T = weights.size(-1)
+    i = torch.arange(T)
+    out = {}
+    for offset in (-task.a, task.b):
+        w = weights[:, i, (i + offset) % T]  # (N, T): query i's weight on key i + offset
+        out[offset] = {
+            "mean": w.mean().item(),
+            "std_over_sequences": w.std(dim=0).mean().item(),
+            "min": w.min().item(),
+            "max": w.max().item(),
+        }
+    return out
+
+
+@torch.no_grad()
 def per_output_accuracy(model, task, num_examples: int = 2000, seed: int = 10_000) -> dict:
     """Accuracy of each of the two outputs of a two-lookup model (chapter 05), x[i - a] and
     x[i + b], on held-out sequences (the same ones as ``train_lookup`` measures on)."""
