@@ -202,3 +202,20 @@ def test_count_mismatch_says_which_argument_is_off_without_the_formula():
     )
     assert text.startswith("right for (a=3, b=4)")
     assert "with b=5 your count is 6 too low (24 against 30 measured)" in text
+
+
+def test_weight_by_digits_is_zero_for_weights_of_positions_only():
+    task = LookupTask(length=6, vocab_size=4, a=1, b=2)
+    i = torch.arange(6)
+    fixed = torch.zeros(6, 6)
+    fixed[i, (i - 1) % 6], fixed[i, (i + 2) % 6] = 0.7, 0.3  # rows sum to one
+
+    def positions_only(x):
+        return None, fixed.expand(len(x), 1, 6, 6)  # (N, 1, T, T), the same for every x
+
+    out = cost.weight_by_digits(positions_only, task, num_examples=20)
+    assert out[-1]["mean"] == pytest.approx(0.7) and out[-1]["std_over_sequences"] == 0.0
+    assert out[2]["mean"] == pytest.approx(0.3) and out[2]["std_over_sequences"] == 0.0
+    torch.manual_seed(0)
+    model = LookupModel(MultiHeadAttention(8, 1), task, d_model=8)  # sees the digits
+    assert cost.weight_by_digits(model, task, num_examples=50)[-1]["std_over_sequences"] > 0
