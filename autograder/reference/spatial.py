@@ -30,6 +30,7 @@ from torch import nn
 from attention_course.data.digits import pose_theta
 
 IDENTITY = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)  # theta of the identity transform, row by row
+LEAK = 0.1  # the slope of the localisation network's leaky ReLUs below zero
 
 
 def affine_grid(theta: torch.Tensor, size) -> torch.Tensor:
@@ -78,7 +79,11 @@ class LocalisationNet(nn.Module):
 
     ``in_size`` is the input's height and width (square). The last layer's weights start
     at zero and its bias at the identity, so an untrained transformer passes its input
-    through unchanged (Jaderberg et al. 2015, section 4).
+    through unchanged (Jaderberg et al. 2015, section 4). Its units are leaky ReLUs, which
+    cannot die: while the last layer's weights are near zero, the layers before it get
+    gradients near zero, which Adam scales up to full-size steps in random directions, and
+    plain ReLUs pushed that way can end up silent on every input (theta then stays one
+    constant and the transformer learns nothing).
     """
 
     def __init__(self, in_size: int = 40, channels: int = 1, hidden: int = 32):
@@ -86,14 +91,14 @@ class LocalisationNet(nn.Module):
         self.features = nn.Sequential(
             nn.MaxPool2d(2),  # the transformer decides where to look from a coarse view
             nn.Conv2d(channels, 8, 5, padding=2),
-            nn.ReLU(),
+            nn.LeakyReLU(LEAK),
             nn.MaxPool2d(2),
             nn.Conv2d(8, 16, 5, padding=2),
-            nn.ReLU(),
+            nn.LeakyReLU(LEAK),
             nn.MaxPool2d(2),
             nn.Flatten(),
             nn.Linear(16 * (in_size // 8) ** 2, hidden),
-            nn.ReLU(),
+            nn.LeakyReLU(LEAK),
         )
         self.fc_theta = nn.Linear(hidden, 6)
         nn.init.zeros_(self.fc_theta.weight)
