@@ -1,0 +1,165 @@
+"""Chapter 08, attention in language models: its known mistakes (the format: ``autograder/mistakes/__init__.py``)."""
+
+from autograder.mistakes import mistake
+
+MISTAKES = [
+    mistake(
+        "rotary-pairs-halves",
+        "apply_rotary",
+        "the features are paired as the two halves (x_i, x_{i + d/2}), the GPT-NeoX convention, "
+        "instead of neighbours (x_{2i}, x_{2i+1}) as the exercise states",
+        "x1, x2 = x[..., 0::2], x[..., 1::2]",
+        "x1, x2 = x[..., : d // 2], x[..., d // 2 :]",
+        "test_apply_rotary",
+    ),
+    mistake(
+        "rotary-frequencies-without-2i",
+        "apply_rotary",
+        "the angles use theta_i = base^(-i/d) for pair i instead of base^(-2i/d)",
+        "angle = positions[..., None].to(torch.float32) * theta",
+        "angle = positions[..., None].to(torch.float32) * theta.sqrt()",
+        "test_apply_rotary",
+    ),
+    mistake(
+        "rotary-by-the-opposite-angle",
+        "apply_rotary",
+        "each pair is turned by -m theta_i instead of +m theta_i (the sine has the wrong sign)",
+        "[x1 * cos - x2 * sin, x1 * sin + x2 * cos]",
+        "[x1 * cos + x2 * sin, -x1 * sin + x2 * cos]",
+        "test_apply_rotary",
+    ),
+    mistake(
+        "alibi-slopes-ratio-one-half",
+        "alibi",
+        "the slopes are 1/2, 1/4, ... 1/2^n whatever the number of heads, instead of 2^(-8k/n)",
+        "slopes = 2.0 ** (-8.0 * k / num_heads)",
+        "slopes = 2.0 ** (-k)",
+        "test_alibi",
+    ),
+    mistake(
+        "alibi-bias-positive",
+        "alibi",
+        "the bias is +m (i - j), which favours distant keys, instead of -m (i - j)",
+        "bias = -slopes[:, None, None] * (i - j).to(slopes.dtype)",
+        "bias = slopes[:, None, None] * (i - j).to(slopes.dtype)",
+        "test_alibi",
+    ),
+    mistake(
+        "alibi-without-causal-mask",
+        "alibi",
+        "the future keys j > i get the bias -m (i - j) > 0 instead of -inf: ALiBi's bias "
+        "replaces the position embedding, not the causal mask",
+        'bias = bias.masked_fill(j > i, float("-inf"))',
+        "bias = bias",
+        "test_alibi",
+    ),
+    mistake(
+        "alibi-queries-at-the-start",
+        "alibi",
+        "the queries are taken as positions 0..T_q - 1, not the last T_q of the T_k positions, "
+        "which is wrong as soon as a cache holds earlier keys",
+        "i = torch.arange(T_k - T_q, T_k)[:, None]",
+        "i = torch.arange(T_q)[:, None]",
+        "test_alibi",
+    ),
+    mistake(
+        "window-one-too-wide",
+        "sliding_window_mask",
+        "each query sees window + 1 keys: i - j <= window instead of i - j < window",
+        "(i - j < window)",
+        "(i - j <= window)",
+        "test_sliding_window_mask",
+    ),
+    mistake(
+        "window-not-causal",
+        "sliding_window_mask",
+        "the band is symmetric, |i - j| < window, so queries see future keys",
+        "mask = (i - j >= 0) & (i - j < window)",
+        "mask = (i - j).abs() < window",
+        "test_sliding_window_mask",
+    ),
+    mistake(
+        "gqa-groups-interleaved",
+        "grouped_query_attention",
+        "the key/value heads are tiled with repeat, so query head i reads key/value head "
+        "i % h_kv instead of i // (h / h_kv)",
+        "K = K.repeat_interleave(group, dim=1)",
+        "K = K.repeat(1, group, 1, 1)",
+        "test_grouped_query_attention",
+    ),
+    mistake(
+        "gqa-values-rotated",
+        "grouped_query_attention",
+        "the values are rotated too; rotary positions turn only queries and keys",
+        "Q, K = apply_rotary(Q, positions), apply_rotary(K, positions)",
+        "Q, K, V = apply_rotary(Q, positions), apply_rotary(K, positions), apply_rotary(V, positions)",
+        "test_grouped_query_attention",
+    ),
+    mistake(
+        "cache-forgets-the-new-keys",
+        "update_cache",
+        "the keys and values returned stop before the new positions, so a new token cannot "
+        "attend to itself",
+        "K, V = K_cache[:, :, :stop], V_cache[:, :, :stop]",
+        "K, V = K_cache[:, :, :start], V_cache[:, :, :start]",
+        "test_update_cache",
+    ),
+    mistake(
+        "cache-returns-only-the-new",
+        "update_cache",
+        "only the new keys and values are returned, so a new token sees none of the past",
+        "K, V = K_cache[:, :, :stop], V_cache[:, :, :stop]",
+        "K, V = K_new, V_new",
+        "test_update_cache",
+    ),
+    mistake(
+        "cache-written-at-the-start",
+        "update_cache",
+        "the new keys and values are written at position 0 every time, over the past",
+        "K_cache[:, :, start:stop] = K_new\n    V_cache[:, :, start:stop] = V_new",
+        "K_cache[:, :, : stop - start] = K_new\n    V_cache[:, :, : stop - start] = V_new",
+        "test_update_cache",
+    ),
+    mistake(
+        "field-window-times-layers",
+        "window_receptive_field",
+        "each layer is counted as reaching window positions further back, but the window "
+        "includes the position itself",
+        "field = num_layers * (window - 1) + 1",
+        "field = num_layers * window",
+        "test_window_receptive_field",
+    ),
+    mistake(
+        "cache-bytes-keys-only",
+        "kv_cache_bytes",
+        "only the keys are counted; a layer caches its values too",
+        "size = 2 * num_layers",
+        "size = num_layers",
+        "test_kv_cache_bytes",
+    ),
+    mistake(
+        "cache-bytes-assume-float32",
+        "kv_cache_bytes",
+        "every number takes 4 bytes, whatever the dtype",
+        "d_k * dtype.itemsize",
+        "d_k * 4",
+        "test_kv_cache_bytes",
+    ),
+    mistake(
+        "prefix-score-on-the-occurrence",
+        "prefix_matching_score",
+        "the score counts the weight on the earlier occurrence of the current token itself, "
+        "not on the token that followed it",
+        "target[:, :, 1:] = same[:, :, :-1]",
+        "target[:, :, :-1] = same[:, :, :-1]",
+        "test_prefix_matching_score",
+    ),
+    mistake(
+        "prefix-score-averaged-over-all-queries",
+        "prefix_matching_score",
+        "the score is averaged over every query, those without a target included",
+        "/ has.sum().clamp_min(1)",
+        "/ has.numel()",
+        "test_prefix_matching_score",
+    ),
+]
