@@ -15,6 +15,7 @@ ALL_CHAPTERS = (
     "05_multi_head_attention",
     "06_transformer",
     "07_spatial_transformer",
+    "08_language_models",
 )
 
 

@@ -69,6 +69,12 @@ FORBIDDEN: dict[str, dict[str, tuple[str, ...]]] = {
         "bilinear_sample": ("functional.grid_sample", "F.grid_sample"),
         "spatial_transformer": ("functional.affine_grid", "F.affine_grid", "F.grid_sample"),
     },
+    "08_language_models": {
+        "grouped_query_attention": (
+            "functional.scaled_dot_product_attention",
+            "nn.MultiheadAttention",
+        ),
+    },
 }
 
 # Names the tests call: a solution cell that binds one of them changes the tests.

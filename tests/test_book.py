@@ -36,6 +36,7 @@ MEASURED_FIGURES = {
     "book/04_dot_product_attention.html": 4,
     "book/05_multi_head_attention.html": 5,
     "book/07_spatial_transformer.html": 7,
+    "book/08_language_models.html": 6,
 }
 
 # Explorers each chapter page carries (attention_course.explorer: frames drawn at build
@@ -47,6 +48,7 @@ EXPLORERS = {
     "book/05_multi_head_attention.html": 1,
     "book/06_transformer.html": 1,
     "book/07_spatial_transformer.html": 1,
+    "book/08_language_models.html": 1,
 }
 PAGE_BUDGET_BYTES = 2 * 1024 * 1024  # a page with its images, for readers on a phone
 
