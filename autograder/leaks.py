@@ -63,7 +63,22 @@ def course_secret_lines(solution_notebooks) -> set[str]:
 
 
 def find_leaks(text: str, secrets: set[str]) -> list[str]:
-    """Markers and secret lines that occur in ``text``."""
+    """Markers and secret lines that occur in ``text`` (a web page, where lines may be
+    wrapped or run together: any occurrence counts)."""
     found = [m for m in MARKERS if m in text]
     found += sorted(s for s in secrets if s in text)
     return found
+
+
+def find_leaks_in_notebook(path: Path, secrets: set[str]) -> list[str]:
+    """Markers and secret lines in a released notebook, line by line: a secret line leaks
+    when a cell has it as one of its lines. (A visible line that merely starts as a hidden
+    one does, ``for x in [(1, 2), (3, 4)]:`` against ``for x in [``, and a grade id in the
+    cells' metadata, are not leaks; the raw JSON would match both.)"""
+    text = path.read_text(encoding="utf-8")
+    lines = {
+        line.strip()
+        for cell in nbformat.reads(text, as_version=4).cells
+        for line in cell.source.splitlines()
+    }
+    return [m for m in MARKERS if m in text] + sorted(secrets & lines)

@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.chapters import CourseError, release_path, solution_path, validate_chapters
-from autograder.leaks import find_leaks, secret_lines
+from autograder.leaks import find_leaks_in_notebook, secret_lines
 from autograder.nbgrader_settings import course_config
 
 
@@ -122,7 +122,7 @@ def check(root: Path) -> list[str]:
                     )
             secrets = secret_lines(solution_path(root, chapter))
             for path in sorted(committed.rglob("*.ipynb")):
-                leaks = find_leaks(path.read_text(encoding="utf-8"), secrets)
+                leaks = find_leaks_in_notebook(path, secrets)
                 for leak in leaks:
                     problems.append(
                         f"{path.relative_to(root)} contains solution or hidden-test text: {leak!r}"

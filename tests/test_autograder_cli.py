@@ -88,6 +88,24 @@ def test_check_finds_leaked_solution_code(course_copy):
     assert any("contains solution or hidden-test text" in p for p in problems), problems
 
 
+def test_check_is_not_fooled_by_a_visible_line_that_starts_as_a_hidden_one(course_copy):
+    """A hidden test's ``for case in [`` is no leak in a visible ``for case in [(1, 2)]:``,
+    nor is a solution's ``"glu",`` in the metadata's ``"grade_id": "glu",``."""
+    path = next((course_copy / "notebooks").glob("*/*.ipynb"))
+    solution = course_copy / "solutions" / path.parent.name / path.name
+    nb = nbformat.read(solution, as_version=4)
+    test = next(c for c in nb.cells if "BEGIN HIDDEN TESTS" in c.source)
+    test.source = test.source.replace(
+        "### BEGIN HIDDEN TESTS", "### BEGIN HIDDEN TESTS\n    cases_for_the_grader = [\n    ]", 1
+    )
+    nbformat.write(nb, solution)
+    released = nbformat.read(path, as_version=4)
+    released.cells.append(nbformat.v4.new_code_cell("cases_for_the_grader = [(1, 2)]"))
+    nbformat.write(released, path)
+    problems = check(course_copy)
+    assert not any("contains solution or hidden-test text" in p for p in problems), problems
+
+
 def test_check_finds_a_stale_chapter_folder(course_copy):
     (course_copy / "notebooks" / "99_unknown").mkdir()
     assert any("99_unknown" in p for p in check(course_copy))
