@@ -357,8 +357,15 @@ def markdown(report: dict) -> str:
         "",
         f"Base model, greedy exact match against the target: {report['base_verdict']}.",
         "",
-        f"Total time of the benchmark: {report['total_s']:.0f} s"
-        + (f" ({report['cached']} runs reused from the cache)." if report.get("cached") else "."),
+        f"Training time of all {len(report['rows'])} runs, evaluations left out: "
+        f"{sum(r['train_s'] for r in report['rows']):.0f} s. Time of the last invocation: "
+        f"{report['total_s']:.0f} s"
+        + (
+            f" ({report['cached']} runs read from its cache, measured by earlier invocations "
+            "with the same settings)."
+            if report.get("cached")
+            else "."
+        ),
         "",
     ]
     return "\n".join(lines)
