@@ -62,7 +62,13 @@ FORBIDDEN: dict[str, dict[str, tuple[str, ...]]] = {
     "06_transformer": {
         "encoder_layer": ("nn.TransformerEncoderLayer", "nn.TransformerEncoder"),
         "decoder_layer": ("nn.TransformerDecoderLayer", "nn.TransformerDecoder"),
-        "transformer": ("nn.Transformer",),
+        "transformer": (
+            "nn.Transformer",
+            "nn.TransformerEncoder",
+            "nn.TransformerDecoder",
+            "nn.TransformerEncoderLayer",
+            "nn.TransformerDecoderLayer",
+        ),
     },
     "07_spatial_transformer": {
         "affine_grid": ("functional.affine_grid", "F.affine_grid"),
