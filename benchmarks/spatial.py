@@ -57,7 +57,7 @@ TUNING = {
         "the sampler reads zeros and no gradient brings it back), so the run was stopped. "
         "Round 2, on seeds 10-19: the same with the localisation network at 0.3 times the "
         "rate; ST-CNN errors 0.034 / 0.032 / 0.052 / 0.028 / 0.047 / 0.037 / 0.034 / 0.025 "
-        "/ 0.021 / 0.040. That is the recipe below; seeds 5-7 were never run before it was "
+        "/ 0.021 / 0.040. That is the recipe measured here; seeds 5-7 were never run before it was "
         "fixed. The recipe before both (plain ReLUs, the localisation network at 0.3 times "
         "the rate, no warm-up) missed the target on seed 2 (ratio 1.01, measured "
         "2026-11-23); a diagnostic rerun of it on seed 2 found 75 % of its localisation "
