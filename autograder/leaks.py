@@ -3,8 +3,8 @@ built website).
 
 A *secret line* is a line of a solution region (``### BEGIN SOLUTION`` ..
 ``### END SOLUTION``) or of a hidden-test region (``### BEGIN HIDDEN TESTS`` ..
-``### END HIDDEN TESTS``) of a solution notebook, long enough to be distinctive, that
-occurs nowhere else in the notebook (a visible test may share an import with a hidden one).
+``### END HIDDEN TESTS``) of a solution notebook, long enough to be distinctive, that occurs
+nowhere else in the notebook (a visible test may share an import with a hidden one).
 """
 
 import re
@@ -15,6 +15,11 @@ import nbformat
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 _REGIONS = (("BEGIN SOLUTION", "END SOLUTION"), ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS"))
 MIN_SECRET_CHARS = 12  # shorter lines (`return out`, `)`) also occur in the released text
+# Fragments of a statement that goes on below: a line that opens a bracket
+# (``w = torch.softmax(``) or a lone string argument (``"attention_weights_bytes",``).
+# Visible code may start with or contain the same text (``w = torch.softmax(x, -1)``,
+# ``diagnose("attention_weights_bytes", ...)``), so a fragment leaks only as a line of its own.
+FRAGMENT = re.compile(r"""^(?:.*[(\[{]|[rbf]?("|')[^"']*\1,)$""")
 
 
 def _split_lines(solution_notebook: Path) -> tuple[set[str], set[str]]:
@@ -66,8 +71,14 @@ def find_leaks(text: str, secrets: set[str]) -> list[str]:
     """Markers and secret lines that occur in ``text`` (a web page, where lines may be
     wrapped or run together: any occurrence counts)."""
     found = [m for m in MARKERS if m in text]
-    found += sorted(s for s in secrets if s in text)
+    found += sorted(s for s in secrets if _occurs(s, text))
     return found
+
+
+def _occurs(secret: str, text: str) -> bool:
+    if FRAGMENT.match(secret):  # only as a line of its own
+        return re.search(rf"(?m)^[ \t]*{re.escape(secret)}[ \t]*$", text) is not None
+    return secret in text
 
 
 def find_leaks_in_notebook(path: Path, secrets: set[str]) -> list[str]:

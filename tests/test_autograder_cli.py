@@ -12,6 +12,7 @@ import pytest
 
 from autograder import gradebook
 from autograder.chapters import CourseError, find_root
+from autograder.leaks import find_leaks
 from autograder.grade import (
     CELLS_CSV,
     GRADES_CSV,
@@ -104,6 +105,19 @@ def test_check_is_not_fooled_by_a_visible_line_that_starts_as_a_hidden_one(cours
     nbformat.write(released, path)
     problems = check(course_copy)
     assert not any("contains solution or hidden-test text" in p for p in problems), problems
+
+
+def test_a_fragment_of_a_secret_statement_leaks_only_as_a_line_of_its_own():
+    """``w = torch.softmax(`` opening a hidden call is no leak in a visible
+    ``w = torch.softmax(x, -1)``, nor a lone ``"name",`` argument in ``diagnose("name", ...)``
+    (the website's check); a whole secret line leaks wherever it stands."""
+    secrets = {"w = torch.softmax(", '"attention_weights_bytes",', "scores = Q @ K.T / 8"}
+    visible = 'w = torch.softmax(x, -1)\nwith diagnose("attention_weights_bytes", "b"):'
+    assert find_leaks(visible, secrets) == []
+    assert find_leaks("x = 1\n    w = torch.softmax(\n        s, -1)", secrets) == [
+        "w = torch.softmax("
+    ]
+    assert find_leaks("y = 1; scores = Q @ K.T / 8", secrets) == ["scores = Q @ K.T / 8"]
 
 
 def test_check_finds_a_stale_chapter_folder(course_copy):
