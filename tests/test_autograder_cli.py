@@ -12,7 +12,6 @@ import pytest
 
 from autograder import gradebook
 from autograder.chapters import CourseError, find_root
-from autograder.leaks import find_leaks
 from autograder.grade import (
     CELLS_CSV,
     GRADES_CSV,
@@ -25,6 +24,7 @@ from autograder.grade import (
     write_csv,
     write_wide_csv,
 )
+from autograder.leaks import find_leaks
 from autograder.release import alembic_head, check, release
 
 
