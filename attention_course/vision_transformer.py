@@ -47,7 +47,8 @@ class ViTConfig:
     d_model: int = 64
     num_heads: int = 4
     num_layers: int = 4
-    d_ff: int = 96  # the MLP's hidden width: 124,042 parameters in all, as many as chapter 07's CNNs
+    # the MLP's hidden width: 124,042 parameters in all, as many as chapter 07's CNNs
+    d_ff: int = 96
     dropout: float = 0.0
 
     def __post_init__(self):
@@ -187,3 +188,119 @@ def grid_structure(similarity: torch.Tensor) -> dict[str, float]:
         "same column": similarity[same_col].mean().item(),
         "neither": similarity[neither].mean().item(),
     }
+
+
+# ---------------------------------------------------------------- plots of the experiment
+
+
+def _overlay(ax, image: torch.Tensor, attention_map: torch.Tensor | None, vmax=None):
+    """The digit in grey and, over it, a (grid, grid) map of weights, one square a patch."""
+    image = image.detach().float().reshape(-1, *image.shape[-2:])[0]  # (H, W), channel 0
+    H, W = image.shape
+    ax.imshow(image.numpy(), cmap="gray_r", extent=(0, W, H, 0))
+    if attention_map is not None:
+        m = attention_map.detach().float()
+        ax.imshow(
+            m.numpy(),
+            cmap="viridis",
+            alpha=0.65,
+            extent=(0, W, H, 0),
+            interpolation="nearest",
+            vmin=0.0,
+            vmax=float(m.max()) if vmax is None else vmax,
+        )
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def show_attention_maps(image: torch.Tensor, maps: torch.Tensor, title: str = ""):
+    """One digit and, for each layer (rows) and head (columns), a (grid, grid) map over it:
+    ``image`` (H, W) or (1, H, W), ``maps`` (L, h, grid, grid). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    L, h = maps.shape[:2]
+    fig, axes = plt.subplots(L, h + 1, figsize=(1.7 * (h + 1), 1.7 * L), squeeze=False)
+    for layer in range(L):
+        _overlay(axes[layer, 0], image, None)
+        axes[layer, 0].set_ylabel(f"layer {layer}")
+        for head in range(h):
+            _overlay(axes[layer, head + 1], image, maps[layer, head])
+            if layer == 0:
+                axes[0, head + 1].set_title(f"head {head}", fontsize=9)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def show_rollout(images: torch.Tensor, maps: torch.Tensor, labels=None, title: str = ""):
+    """Digits on the top row, a (grid, grid) map over each below: ``images`` (n, 1, H, W)
+    or (n, H, W), ``maps`` (n, grid, grid). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    n = images.shape[0]
+    fig, axes = plt.subplots(2, n, figsize=(1.6 * n, 3.4), squeeze=False)
+    for i in range(n):
+        _overlay(axes[0, i], images[i], None)
+        _overlay(axes[1, i], images[i], maps[i])
+        if labels is not None:
+            axes[0, i].set_title(str(labels[i]), fontsize=9)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_attention_distance(distances: torch.Tensor, uniform: float | None = None, title: str = ""):
+    """The mean attention distance of every head (dots) of every layer: ``distances``
+    (L, h) in pixels; ``uniform``, the distance of a head that attends to every patch
+    alike, as a line. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    from attention_course.plots import COLOURS
+
+    d = torch.as_tensor(distances).detach().float()
+    L, h = d.shape
+    fig, ax = plt.subplots(figsize=(5.0, 3.4))
+    for head in range(h):
+        ax.plot(
+            range(L),
+            d[:, head].numpy(),
+            "o",
+            color=COLOURS[head % len(COLOURS)],
+            label=f"head {head}",
+        )
+    if uniform is not None:
+        ax.axhline(uniform, color="grey", lw=0.8, ls="--", label="uniform attention")
+    ax.set(
+        xlabel="layer",
+        ylabel="mean attention distance (pixels)",
+        xticks=range(L),
+        title=title or "how far each head looks",
+    )
+    ax.set_ylim(0, 1.1 * max(float(d.max()), uniform or 0.0))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def show_position_similarity(similarity: torch.Tensor, title: str = ""):
+    """The paper's Figure 7 (centre): for each patch (a small panel at its place in the
+    grid), the cosine similarity of its position embedding with every patch's.
+    ``similarity`` (N, N) over a square grid. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    n = similarity.shape[0]
+    g = math.isqrt(n)
+    if g * g != n:
+        raise ValueError(f"need a square grid of patches, got {n}")
+    s = similarity.detach().float()
+    fig, axes = plt.subplots(g, g, figsize=(1.1 * g + 1.2, 1.1 * g), squeeze=False)
+    for i in range(n):
+        ax = axes[i // g, i % g]
+        image = ax.imshow(s[i].reshape(g, g).numpy(), cmap="viridis", vmin=-1.0, vmax=1.0)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.colorbar(image, ax=axes.ravel().tolist(), fraction=0.046, label="cosine similarity")
+    fig.suptitle(title or "position embeddings: each patch's similarity with every patch")
+    return fig

@@ -16,6 +16,7 @@ ALL_CHAPTERS = (
     "06_transformer",
     "07_spatial_transformer",
     "08_language_models",
+    "09_vision_transformer",
 )
 
 

@@ -92,6 +92,16 @@ UNCATALOGUED: dict[str, list[Mistake]] = {
             "test_sliding_window_mask",
         )
     ],
+    "09_vision_transformer": [
+        mistake(
+            "rollout-identity-doubled",
+            "attention_rollout",
+            "the residual connection is counted twice: W + 2I instead of W + I",
+            "A = A + torch.eye(A.shape[-1], dtype=A.dtype)",
+            "A = A + 2 * torch.eye(A.shape[-1], dtype=A.dtype)",
+            "test_attention_rollout",
+        )
+    ],
 }
 
 

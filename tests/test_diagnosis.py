@@ -149,6 +149,20 @@ def test_a_mistake_seen_only_in_the_gradient_is_named(root):
     assert tags(failure.value) == ["theta-detached"]
 
 
+def test_a_mistake_in_a_function_that_builds_a_module_is_named(root):
+    """Chapter 09's patch_embedding_as_conv returns an nn.Conv2d: the mistake's convolution
+    and the student's are compared by their sizes and weights, not by identity."""
+    chapter = "09_vision_transformer"
+    ns = notebook_namespace(root, chapter, entry("conv-kernel-without-permute", chapter))
+    with pytest.raises(AssertionError) as failure:
+        with ns["diagnose"]("PatchEmbedding", "patch_embedding_as_conv"):
+            embedding = ns["PatchEmbedding"](2, 3, 4)
+            conv = ns["patch_embedding_as_conv"](embedding)
+            images = torch.randn(1, 3, 4, 4)
+            ns["check_close"](conv(images).flatten(2).transpose(1, 2), embedding(images))
+    assert tags(failure.value) == ["conv-kernel-without-permute"]
+
+
 def test_catalogue_names_and_lines():
     for chapter, mistakes in MUTANTS.items():
         names = [m.name for m in mistakes]

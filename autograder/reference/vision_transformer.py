@@ -89,9 +89,9 @@ class VisionTransformer(nn.Module):
     attention weights, a list of L tensors (B, h, N + 1, N + 1), the class token first.
     """
 
-    def __init__(self, cfg: ViTConfig = ViTConfig(), patch_embedding=PatchEmbedding):
+    def __init__(self, cfg: ViTConfig | None = None, patch_embedding=PatchEmbedding):
         super().__init__()
-        self.cfg = cfg
+        self.cfg = cfg = cfg or ViTConfig()  # the chapter's sizes by default
         D = cfg.d_model
         self.patch_embed = patch_embedding(cfg.patch_size, cfg.channels, D)
         self.class_token = nn.Parameter(torch.zeros(1, 1, D))
