@@ -37,6 +37,7 @@ MEASURED_FIGURES = {
     "book/05_multi_head_attention.html": 5,
     "book/07_spatial_transformer.html": 7,
     "book/08_language_models.html": 6,
+    "book/09_vision_transformer.html": 5,
 }
 
 # Explorers each chapter page carries (attention_course.explorer: frames drawn at build
@@ -49,6 +50,7 @@ EXPLORERS = {
     "book/06_transformer.html": 1,
     "book/07_spatial_transformer.html": 1,
     "book/08_language_models.html": 1,
+    "book/09_vision_transformer.html": 2,
 }
 PAGE_BUDGET_BYTES = 2 * 1024 * 1024  # a page with its images, for readers on a phone
 
