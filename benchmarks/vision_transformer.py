@@ -1,6 +1,6 @@
 """Dosovitskiy et al. (2021) at small scale: chapter 09's findings, over several seeds.
 
-    python -m benchmarks.vision_transformer --jobs 2 --write   # every finding, seeds 0-2 (~35 min)
+    python -m benchmarks.vision_transformer --jobs 2 --write   # every finding, seeds 0-2 (~22 min)
     python -m benchmarks.vision_transformer --long --jobs 2 --write  # then 1b: four times the steps (~15 min)
     python -m benchmarks.vision_transformer --sizes 8000 --models ViT --seeds 10 11  # tuning
 
@@ -77,7 +77,7 @@ TUNING = (
     "errors 0.713 / 0.752 at 0.004, 0.596 / 0.522 at 0.002, 0.523 / 0.425 at 0.001, "
     "0.525 / 0.453 at 0.0005. The sizes of the ViT (width 64, 4 heads, 4 layers, MLP 96, patches "
     "of 8 x 8) were fixed before any run, to match chapter 07's CNNs in parameters; 4 x 4 "
-    "patches (100 tokens) trained at a third of the speed and were dropped."
+    "patches (100 tokens) took about six times as long a step and were dropped."
 )
 NUM_ANALYSED = 500  # test digits over which attention distances are measured
 
