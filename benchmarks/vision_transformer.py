@@ -40,7 +40,6 @@ import torch
 
 from attention_course.spatial_experiment import (
     CNN,
-    STClassifier,
     matched_width,
     parameter_count,
     test_set,
@@ -53,12 +52,12 @@ from attention_course.vision_transformer import (
     position_similarity,
     train_vit,
 )
-from autograder.reference.spatial import LocalisationNet, SpatialTransformer
 from autograder.reference.vision_transformer import (
     VisionTransformer,
     mean_attention_distance,
     patch_distances,
 )
+from benchmarks import spatial as spatial_benchmark
 
 HERE = Path(__file__).resolve().parent
 OUT_MD, OUT_JSON = HERE / "vision_transformer.md", HERE / "vision_transformer.json"
@@ -83,7 +82,8 @@ NUM_ANALYSED = 500  # test digits over which attention distances are measured
 
 
 def st_cnn() -> torch.nn.Module:
-    return STClassifier(SpatialTransformer(LocalisationNet(40), 40), CNN(40))
+    """Chapter 07's ST-CNN on its 40 x 40 canvas, built as ``benchmarks/spatial.py`` builds it."""
+    return spatial_benchmark.st_cnn(40)
 
 
 def make_model(name: str) -> torch.nn.Module:
