@@ -1,9 +1,11 @@
 """What instructors run: reference implementations, hidden-test helpers, nbgrader
-configuration, and the ``release`` / ``check`` / ``grade`` commands::
+configuration, and the commands of ``python -m autograder --help`` (``autograder/cli.py``)::
 
     python -m autograder release [CHAPTER ...]    # solutions/ -> notebooks/
     python -m autograder check                    # notebooks/ in sync, no solutions leaked
-    python -m autograder grade SUBMISSIONS --out OUT
+    python -m autograder collect INBOX --chapter CHAPTER --out SUBMISSIONS  # an LMS's export
+    python -m autograder grade SUBMISSIONS --out OUT    # grades, feedback, the class report
+    python -m autograder report OUT               # the class report again, from OUT alone
 """
 
 import sys
@@ -16,4 +18,10 @@ sys.modules.setdefault("rfc3987_syntax", None)
 
 from autograder.chapters import ALL_CHAPTERS  # noqa: E402
 
-__all__ = ["ALL_CHAPTERS"]
+# The modules that notebooks import (with their submodules): released notebooks, in
+# students' hands and in submissions, import them by these paths, which must therefore
+# never change. Everything else in the package is the grader's own and free to move
+# (tests/test_architecture.py checks that the notebooks import nothing else).
+NOTEBOOK_IMPORTS = ("autograder.diagnosis", "autograder.hidden", "autograder.reference")
+
+__all__ = ["ALL_CHAPTERS", "NOTEBOOK_IMPORTS"]
