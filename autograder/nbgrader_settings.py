@@ -20,7 +20,7 @@ CODE_STUB = (
 )
 
 # A cell may run this long before the kernel is interrupted. Generous, because a loaded
-# machine can take 10 s just to import torch (TOOLING.md); grading mode keeps training short.
+# machine can take 10 s just to import torch; grading mode keeps training short.
 # ``grade --cell-timeout`` sets another.
 CELL_TIMEOUT_S = 180
 

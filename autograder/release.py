@@ -9,7 +9,6 @@ import filecmp
 import functools
 import json
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -131,10 +130,3 @@ def check(root: Path) -> list[str]:
         if folder.is_dir() and folder.name not in chapters:
             problems.append(f"notebooks/{folder.name}/ has no solution notebook in solutions/")
     return problems
-
-
-def copy_release(root: Path, chapter: str, destination: Path) -> Path:
-    """Copy a chapter's student notebook to ``destination`` (used by tests and benchmarks)."""
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(release_path(root, chapter), destination)
-    return destination
