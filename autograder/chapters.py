@@ -6,6 +6,9 @@ book page: ``solutions/<id>/<id>.ipynb``, ``notebooks/<id>/<id>.ipynb``, ``book/
 
 from pathlib import Path
 
+# The folder the grader is installed from: the course's repository (``pip install -e .``).
+INSTALLED_ROOT = Path(__file__).resolve().parents[1]
+
 # In course order. A chapter is listed once its solution notebook exists.
 ALL_CHAPTERS = (
     "01_rnn_bottleneck",
@@ -18,6 +21,14 @@ ALL_CHAPTERS = (
     "08_language_models",
     "09_vision_transformer",
 )
+
+
+def course_order(chapter: str) -> tuple[int, str]:
+    """A sort key: the course's chapters in course order, then any other name (a chapter
+    no longer in the course) alphabetically."""
+    if chapter in ALL_CHAPTERS:
+        return ALL_CHAPTERS.index(chapter), chapter
+    return len(ALL_CHAPTERS), chapter
 
 
 class CourseError(Exception):

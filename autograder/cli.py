@@ -145,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             print("notebooks/ is in sync with solutions/ and holds no solution or hidden test")
             return 0
-        from autograder.grade import CELLS_CSV, GRADES_CSV, grade
+        from autograder.grade import grade
+        from autograder.outfolder import CELLS_CSV, GRADES_CSV
 
         if not args.sandbox:
             print(
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             root,
             args.submissions,
             args.out,
-            args.chapters,
+            chapters=args.chapters,
             workers=args.workers,
             regrade=args.regrade,
             sandbox=args.sandbox,

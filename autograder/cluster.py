@@ -26,23 +26,27 @@ import threading
 from pathlib import Path
 
 from autograder.chapters import CourseError
+from autograder.job import GradingSettings, Job, grade_in_worker
 
 CONNECT_TIMEOUT_S = 30
 WORKERS_TIMEOUT_S = 60
 
-# The settings this worker process's nbgrader API was built with (grade._start_worker),
-# and the lock that lets one job at a time use it: a worker started with several threads
-# still grades one job at a time (start `dask worker --nworkers N --nthreads 1`).
-_built_for: tuple | None = None
+# A worker started with several threads still grades one job at a time (start
+# `dask worker --nworkers N --nthreads 1`): the worker's nbgrader API is not shared.
 _one_job_at_a_time = threading.Lock()
 
 
 def run_on_cluster(
-    jobs, scheduler: str, worker_args: tuple, finish, log, must_see: dict[str, Path], sandbox
+    jobs: list[Job],
+    scheduler: str,
+    settings: GradingSettings,
+    finish,
+    log,
+    must_see: dict[str, Path],
 ) -> None:
     """Grade ``jobs`` on the cluster at ``scheduler``; ``finish(job, reason, seconds)`` as
-    each one ends. ``worker_args`` are ``grade._start_worker``'s; ``must_see`` the folders
-    (by what they are) every worker must find at the same path."""
+    each one ends. ``settings`` are the run's (each worker builds its nbgrader from them);
+    ``must_see`` the folders (by what they are) every worker must find at the same path."""
     from distributed import Client, KilledWorker, as_completed
 
     try:
@@ -57,7 +61,8 @@ def run_on_cluster(
                 f"the Dask scheduler at {scheduler} has no worker (waited "
                 f"{WORKERS_TIMEOUT_S} s): start some with `dask worker {scheduler}`"
             ) from None
-        found = client.run(_worker_problems, {k: str(v) for k, v in must_see.items()}, sandbox)
+        paths = {k: str(v) for k, v in must_see.items()}
+        found = client.run(_worker_problems, paths, settings.sandbox)
         problems = [f"{worker}: {p}" for worker, ps in sorted(found.items()) for p in ps]
         if problems:
             raise CourseError(
@@ -67,8 +72,7 @@ def run_on_cluster(
             )
         log(f"grading on the Dask cluster at {scheduler}: {len(found)} workers")
         futures = {
-            client.submit(_grade_job, job, worker_args, pure=False, key=_key(job)): job
-            for job in jobs
+            client.submit(_grade_job, job, settings, pure=False, key=_key(job)): job for job in jobs
         }
         for future in as_completed(futures):
             job = futures[future]
@@ -112,13 +116,7 @@ def _worker_problems(paths: dict[str, str], sandbox: bool) -> list[str]:
     return problems
 
 
-def _grade_job(job, worker_args: tuple):
+def _grade_job(job: Job, settings: GradingSettings) -> tuple[str | None, float]:
     """On a worker: grade one job, the worker's nbgrader API built on first use."""
-    global _built_for
-    from autograder import grade
-
     with _one_job_at_a_time:
-        if _built_for != worker_args:
-            grade._start_worker(*worker_args)
-            _built_for = worker_args
-        return grade._run_job(grade._worker_api, job)
+        return grade_in_worker(job, settings)

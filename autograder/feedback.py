@@ -16,12 +16,18 @@ as the cell's heading instead of nbgrader's "Test cell".
 import ast
 import html
 import re
+from pathlib import Path
 
+import nbformat
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
+
+from autograder.cells import grade_id, is_graded
+from autograder.chapters import solution_path
+from autograder.outfolder import GradeRow, Out
 
 # Where the feedback template keeps what it shows for a test cell.
 METADATA_KEY = "autograder"
@@ -33,7 +39,7 @@ class ShortTracebacks(Preprocessor):
     enabled = Bool(True).tag(config=True)  # nbgrader registers preprocessors as they are
 
     def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
+        if cell.cell_type == "code" and is_graded(cell):
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "error":
                     output["traceback"] = [
@@ -302,3 +308,53 @@ def with_notice(page: str, notice: str | None) -> str:
     else:
         anchor += len('<a id="top"></a>')
     return page[:anchor] + notice + page[anchor:]
+
+
+# --- after the notebook ran ---------------------------------------------------------------
+
+
+def notify(root: Path, out: Out, recorded: list[GradeRow], rows: list[GradeRow]) -> None:
+    """Tell each student on their feedback page what the grader decided after their
+    notebook ran: which test cells lost points to the scan or to the check outside the
+    kernel, and why (``recorded``: the scores of the gradebook, ``rows``: the final ones).
+    A page whose cells all kept their points loses any notice an earlier run put there."""
+    before = {(r.student, r.chapter, r.cell): r.points for r in recorded}
+    totals: dict[tuple[str, str], tuple[float, float]] = {}
+    lowered: dict[tuple[str, str], list[GradeRow]] = {}
+    for r in rows:
+        pair = (r.student, r.chapter)
+        points, max_points = totals.get(pair, (0.0, 0.0))
+        totals[pair] = (points + r.points, max_points + r.max_points)
+        if r.points < before.get((r.student, r.chapter, r.cell), r.points):
+            lowered.setdefault(pair, []).append(r)
+    names = _TestNames(root)
+    for (student, chapter), total in totals.items():
+        page = out.feedback(student, chapter)
+        if not page.is_file():
+            continue
+        notice = None
+        if (student, chapter) in lowered:
+            cells = [
+                (r.cell, names.of(chapter, r.cell), r.points, r.max_points, r.status)
+                for r in lowered[(student, chapter)]
+            ]
+            notice = notice_html(cells, total)
+        text = page.read_text(encoding="utf-8")
+        changed = with_notice(text, notice)
+        if changed != text:
+            page.write_text(changed, encoding="utf-8")
+
+
+class _TestNames:
+    """The name each test cell's docstring states, per chapter, read once."""
+
+    def __init__(self, root: Path):
+        self.root, self.names = root, {}
+
+    def of(self, chapter: str, cell: str) -> str:
+        if chapter not in self.names:
+            solution = nbformat.read(solution_path(self.root, chapter), as_version=4)
+            self.names[chapter] = {
+                grade_id(c): name_of_test(c.source) for c in solution.cells if c.cell_type == "code"
+            }
+        return self.names[chapter].get(cell) or cell

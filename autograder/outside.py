@@ -40,8 +40,6 @@ import os
 import platform
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -49,12 +47,15 @@ import nbformat
 
 from attention_course import handout
 from attention_course.handout import MIME_TYPE, PROJECTIONS
-from attention_course.runtime import GRADING_ENV
-from autograder.chapters import CourseError, solution_path
+from autograder.cells import cells_of, grade_id, is_graded
+from autograder.chapters import INSTALLED_ROOT, CourseError, solution_path
+from autograder.environment import KERNEL_ENV, environment
+from autograder.files import file_hash, write_atomically
+from autograder.outfolder import GRADED, LEDGER, GradeRow, Ledger, Out
+from autograder.sandbox import GradingExecute
 
 KEY_CACHE_ENV = "ATTENTION_COURSE_KEY_CACHE"
 DEFAULT_KEY_CACHE = "~/.cache/attention-course/keys"
-KEYS = "keys"  # OUT/keys/<chapter>.json: the key each chapter was checked against
 FAILED = "failed outside the kernel: "
 
 # Beyond the tolerance: the key's value and the reference a test compares with differ by
@@ -88,15 +89,10 @@ def cell_handouts(cell) -> list:
 def graded_handouts(nb) -> dict[str, list]:
     """Graded cell's grade id -> the sketches its outputs hold (a notebook as plain JSON or
     nbformat's; cells that share a grade id pool theirs)."""
-    cells = nb.get("cells") if isinstance(nb, dict) else None
     found: dict[str, list] = {}
-    for cell in cells if isinstance(cells, list) else []:
-        meta = cell.get("metadata", {}) if isinstance(cell, dict) else {}
-        nbgrader = meta.get("nbgrader", {}) if isinstance(meta, dict) else {}
-        if isinstance(nbgrader, dict) and nbgrader.get("grade"):
-            grade_id = nbgrader.get("grade_id")
-            if isinstance(grade_id, str):
-                found.setdefault(grade_id, []).extend(cell_handouts(cell))
+    for cell in cells_of(nb):
+        if is_graded(cell) and grade_id(cell) is not None:
+            found.setdefault(grade_id(cell), []).extend(cell_handouts(cell))
     return found
 
 
@@ -270,7 +266,7 @@ def fingerprint(solution_sha256: str) -> dict:
 
 @lru_cache(maxsize=1)
 def _protocol_hash() -> str:
-    root = Path(__file__).resolve().parents[1]
+    root = INSTALLED_ROOT
     digest = hashlib.sha256()
     for source in PROTOCOL_SOURCES:
         path = root / source
@@ -301,27 +297,8 @@ def _read_cached(path: Path, chapter: str, solution_sha256: str) -> dict | None:
     return key
 
 
-def _write_json(path: Path, data: dict) -> None:
-    """Write ``data`` to ``path`` whole or not at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(temporary, path)
-
-
-@contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    """Set environment variables (inherited by the kernels started inside the block)."""
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+def _write_key(path: Path, key: dict) -> None:
+    write_atomically(path, json.dumps(key, indent=1, sort_keys=True))
 
 
 def run_key(root: Path, chapter: str, config) -> dict:
@@ -329,15 +306,12 @@ def run_key(root: Path, chapter: str, config) -> dict:
     submission (``config``: the grading configuration, sandbox and cell timeout included;
     one thread); the sketches each graded cell handed out. A cell that fails is a
     ``CourseError``: the key would be wrong."""
-    from autograder.grade import ONE_THREAD_ENV
-    from autograder.sandbox import GradingExecute
-
     path = solution_path(root, chapter)
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
     with (
         tempfile.TemporaryDirectory(prefix=f"key-{chapter}-") as folder,
-        _environment({**ONE_THREAD_ENV, GRADING_ENV: "1"}),
+        environment(KERNEL_ENV),
     ):
         try:
             nb, _ = GradingExecute(config=config).preprocess(nb, {"metadata": {"path": folder}})
@@ -368,10 +342,6 @@ def _hands_out(path: Path) -> bool:
     return any("hand_out" in cell.source for cell in nb.cells if cell.cell_type == "code")
 
 
-def _file_hash(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 # ------------------------------------------------------------------------ the grade's step
 
 
@@ -379,7 +349,7 @@ class OutsideCheck:
     """The keys of a grading run's chapters, and the check of its rows against them."""
 
     def __init__(self, root: Path, out: Path, config, log=print):
-        self.root, self.out, self.config, self.log = Path(root), Path(out), config, log
+        self.root, self.out, self.config, self.log = Path(root), Out(Path(out)), config, log
         self.keys: dict[tuple[str, str], dict] = {}  # (chapter, solution SHA-256) -> key
 
     def prepare(self, chapters: list[str]) -> None:
@@ -391,7 +361,7 @@ class OutsideCheck:
         """The key of ``chapter``'s solution notebook (by default the current one; another
         only from the cache, None when it is not there)."""
         path = solution_path(self.root, chapter)
-        current = _file_hash(path) if path.is_file() else None
+        current = file_hash(path) if path.is_file() else None
         solution_sha256 = solution_sha256 or current
         if solution_sha256 is None:
             return None
@@ -406,7 +376,7 @@ class OutsideCheck:
         elif solution_sha256 == current:
             self.log(f"key of {chapter}: {cached} (cached)")
         if solution_sha256 == current:
-            _write_json(self.out / KEYS / f"{chapter}.json", key)
+            _write_key(self.out.key(chapter), key)
         self.keys[(chapter, solution_sha256)] = key
         return key
 
@@ -419,7 +389,7 @@ class OutsideCheck:
         values = sum(len(v) for v in key["cells"].values())
         cells = sum(1 for v in key["cells"].values() if v)
         try:
-            _write_json(cached, key)
+            _write_key(cached, key)
             where = f"cached in {cached}"
         except OSError as error:
             where = f"not cached ({error})"
@@ -429,70 +399,55 @@ class OutsideCheck:
         )
         return key
 
-    def verify(self, report, manual: set[tuple[str, str, str]] = frozenset()) -> list:
-        """``report.rows`` with the points of every graded test cell whose handed-out
-        values differ from the key's taken away; the reasons added to ``report.problems``.
-        A cell in ``manual`` (student, chapter, cell), which an instructor scored by hand,
-        keeps its score."""
-        from autograder.grade import GRADED
-
-        solutions = self._graded_against()
+    def verify(
+        self,
+        rows: list[GradeRow],
+        problems: list[str],
+        manual: set[tuple[str, str, str]] = frozenset(),
+    ) -> list[GradeRow]:
+        """``rows`` with the points of every graded test cell whose handed-out values differ
+        from the key's taken away; the reasons added to ``problems``. A cell in ``manual``
+        (student, chapter, cell), which an instructor scored by hand, keeps its score."""
+        solutions = Ledger.read(self.out / LEDGER).solutions()
         notebooks: dict[tuple[str, str], dict[str, list] | str] = {}
-        rows = []
-        for row in report.rows:
+        checked = []
+        for row in rows:
             if (
                 row.status != GRADED
                 or row.points <= 0
                 or (row.student, row.chapter, row.cell) in manual
             ):
-                rows.append(row)
+                checked.append(row)
                 continue
             pair = (row.student, row.chapter)
             key = self.key(row.chapter, solutions.get(pair))
             if key is None and pair not in notebooks:
-                report.problems.append(
+                problems.append(
                     f"{row.student} / {row.chapter}: not checked outside the kernel (no key "
                     "of the solution notebook it was graded against; --regrade grades it again)"
                 )
                 notebooks[pair] = "no key"
             expected = (key or {}).get("cells", {}).get(row.cell)
             if not expected:
-                rows.append(row)
+                checked.append(row)
                 continue
             if pair not in notebooks:
                 notebooks[pair] = self._handouts(*pair)
             found = notebooks[pair]
             why = found if isinstance(found, str) else compare(found.get(row.cell, []), expected)
             if why is None:
-                rows.append(row)
+                checked.append(row)
                 continue
-            rows.append(dataclasses.replace(row, points=0.0, status=FAILED + why))
-            report.problems.append(
+            checked.append(dataclasses.replace(row, points=0.0, status=FAILED + why))
+            problems.append(
                 f"{row.student} / {row.chapter}: {row.cell} {FAILED.rstrip(': ')} ({why})"
             )
-        return rows
+        return checked
 
     def _handouts(self, student: str, chapter: str) -> dict[str, list] | str:
         """The sketches of each graded cell of the autograded notebook, or why there are none."""
-        path = self.out / "nbgrader" / "autograded" / student / chapter / f"{chapter}.ipynb"
+        path = self.out.autograded(student, chapter)
         try:
             return graded_handouts(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError) as error:
             return f"its autograded notebook cannot be read ({type(error).__name__})"
-
-    def _graded_against(self) -> dict[tuple[str, str], str]:
-        """(student, chapter) -> SHA-256 of the solution notebook it was graded against, from
-        ``OUT/graded.json`` (empty where the file cannot be read)."""
-        from autograder.grade import LEDGER
-
-        try:
-            data = json.loads((self.out / LEDGER).read_text(encoding="utf-8"))
-            submissions = data["submissions"]
-            return {
-                (student, chapter): entry["solution"]
-                for student, chapters in submissions.items()
-                for chapter, entry in chapters.items()
-                if isinstance(entry, dict) and isinstance(entry.get("solution"), str)
-            }
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return {}

@@ -30,7 +30,6 @@ import base64
 import csv
 import html
 import io
-import json
 import re
 import statistics
 from collections import Counter
@@ -39,8 +38,18 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.chapters import ALL_CHAPTERS, CourseError, solution_path
-from autograder.grade import CELLS_CSV, LEDGER, GradeRow, read_csv
+from autograder.cells import exercise_of_tests, grade_id, is_graded
+from autograder.chapters import CourseError, course_order, solution_path
+from autograder.outfolder import (
+    CELLS_CSV,
+    GRADES_CSV,
+    LEDGER,
+    REPORT,
+    GradeRow,
+    Ledger,
+    Out,
+    read_csv,
+)
 
 TAG = re.compile(r"\[known mistake: ([a-z0-9-]+)\]")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -127,7 +136,7 @@ class Report:
 
     @property
     def html(self) -> Path:
-        return self.out / "report" / "index.html"
+        return self.out / REPORT / "index.html"
 
 
 # ------------------------------------------------------------------------------- reading
@@ -143,28 +152,16 @@ def known_mistakes(chapter: str) -> dict:
         return {}
 
 
-def autograded_path(out: Path, student: str, chapter: str) -> Path:
-    return out / "nbgrader" / "autograded" / student / chapter / f"{chapter}.ipynb"
-
-
 def exercises_of(nb) -> dict[str, str]:
-    """Graded test cell -> the exercise it tests: the solution cell before it."""
-    exercise, found = None, {}
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution"):
-            exercise = meta.get("grade_id")
-        if meta.get("grade"):
-            found[meta["grade_id"]] = exercise or meta["grade_id"]
-    return found
+    """Graded test cell -> the exercise it tests (itself, for a test above every exercise)."""
+    return {test: exercise or test for test, exercise in exercise_of_tests(nb).items()}
 
 
 def tags_by_cell(nb) -> dict[str, set[str]]:
     """Graded test cell -> the mistakes its error output names."""
     found = {}
     for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or not meta.get("grade"):
+        if cell.cell_type != "code" or not is_graded(cell):
             continue
         names = set()
         for output in cell.get("outputs", []):
@@ -172,7 +169,7 @@ def tags_by_cell(nb) -> dict[str, set[str]]:
                 text = f"{output.get('evalue', '')}\n" + "\n".join(output.get("traceback", []))
                 names.update(TAG.findall(_ANSI.sub("", text)))
         if names:
-            found[meta["grade_id"]] = names
+            found[grade_id(cell)] = names
     return found
 
 
@@ -187,8 +184,8 @@ def build(out: Path, root: Path | None = None) -> Report:
     """Read ``out/grades_by_cell.csv`` and the autograded notebooks; count scores and mistakes."""
     out = Path(out).resolve()
     grades = out / CELLS_CSV
-    if not grades.is_file() and (out / "grades.csv").is_file():
-        grades = out / "grades.csv"  # written by an earlier version of the grader
+    if not grades.is_file() and (out / GRADES_CSV).is_file():
+        grades = out / GRADES_CSV  # written by an earlier version of the grader
     if not grades.is_file():
         raise CourseError(
             f"{out} has no grades.csv: run `python -m autograder grade` first "
@@ -201,11 +198,10 @@ def build(out: Path, root: Path | None = None) -> Report:
     by_chapter: dict[str, list[GradeRow]] = {}
     for row in rows:
         by_chapter.setdefault(row.chapter, []).append(row)
-    order = {c: i for i, c in enumerate(ALL_CHAPTERS)}
     problems: list[str] = []
     chapters = [
         _chapter(out, root, chapter, by_chapter[chapter], problems)
-        for chapter in sorted(by_chapter, key=lambda c: (order.get(c, len(order)), c))
+        for chapter in sorted(by_chapter, key=course_order)
     ]
     timings = read_ledger(out, {(r.student, r.chapter) for r in rows}, problems)
     return Report(out, len({r.student for r in rows}), chapters, problems, timings)
@@ -216,11 +212,12 @@ def read_ledger(out: Path, pairs: set[tuple[str, str]], problems: list[str]) -> 
     (a job that ran; not a missing or unreadable notebook), slowest first; and, added to
     ``problems``, what the grader noted about the file it graded (another name, notebooks
     beside it)."""
-    path = out / LEDGER
-    if not path.is_file():
+    ledger = Ledger.read(out / LEDGER)
+    if ledger.problem:
+        problems.append(f"{ledger.path} is unreadable: no grading times")
         return []
     try:
-        submissions = json.loads(path.read_text(encoding="utf-8"))["submissions"]
+        submissions = ledger.submissions
         entries = sorted(
             (student, chapter, e)
             for student, chapters in submissions.items()
@@ -234,7 +231,7 @@ def read_ledger(out: Path, pairs: set[tuple[str, str]], problems: list[str]) -> 
         ]
         notes = [f"{s} / {ch}: {e['note']}" for s, ch, e in entries if e.get("note")]
     except (ValueError, KeyError, TypeError, AttributeError) as error:
-        problems.append(f"{path} is unreadable ({type(error).__name__}): no grading times")
+        problems.append(f"{ledger.path} is unreadable ({type(error).__name__}): no grading times")
         return []
     problems.extend(notes)
     return sorted(timings, key=lambda t: (-t.seconds, t.student, t.chapter))
@@ -248,7 +245,7 @@ def _chapter(
     graded_students = [s for s in students if s not in failed]
     notebooks = {}
     for student in dict.fromkeys(r.student for r in rows if r.status == "graded"):
-        path = autograded_path(out, student, chapter)
+        path = Out(out).autograded(student, chapter)
         nb = _read(path) if path.is_file() else None
         if nb is None:
             problems.append(f"{student} / {chapter}: no readable autograded notebook at {path}")
@@ -316,7 +313,7 @@ def _chapter(
 def write_report(out: Path, root: Path | None = None) -> Report:
     """Build the report of ``out`` and write ``out/report/`` (HTML and CSV files)."""
     report = build(out, root)
-    folder = report.out / "report"
+    folder = report.out / REPORT
     folder.mkdir(parents=True, exist_ok=True)
     _write_csvs(report, folder)
     report.html.write_text(_html(report), encoding="utf-8")
@@ -496,10 +493,8 @@ def _times_html(report: Report) -> str:
         )
         return "\n".join(parts)
     medians = _chapter_medians(report)
-    order = {c: i for i, c in enumerate(ALL_CHAPTERS)}
     spread = "; ".join(
-        f"<code>{_e(ch)}</code> {medians[ch]:.1f} s"
-        for ch in sorted(medians, key=lambda c: (order.get(c, len(order)), c))
+        f"<code>{_e(ch)}</code> {medians[ch]:.1f} s" for ch in sorted(medians, key=course_order)
     )
     n = len(report.timings)
     parts.append(

@@ -25,17 +25,8 @@ was put back is said in one line, which ``grade`` shows as a warning and in the 
 import copy
 import uuid
 
-
-def _nbgrader(cell) -> dict | None:
-    metadata = cell.get("metadata") if isinstance(cell, dict) else None
-    meta = metadata.get("nbgrader") if isinstance(metadata, dict) else None
-    return meta if isinstance(meta, dict) else (None if meta is None else {})
-
-
-def _grade_id(cell) -> str | None:
-    meta = _nbgrader(cell)
-    grade_id = meta.get("grade_id") if meta else None
-    return grade_id if isinstance(grade_id, str) else None
+from autograder.cells import exercise_above, metadata
+from autograder.cells import grade_id as cell_grade_id
 
 
 def _source(cell) -> str:
@@ -58,14 +49,7 @@ def _as_type(cell: dict, cell_type: str) -> dict:
 def exercises_of_locked_cells(released: dict) -> dict[str, str]:
     """Locked cell's grade id -> the solution cell before it in the release (none before the
     first exercise)."""
-    found, exercise = {}, None
-    for cell in released["cells"]:
-        meta = _nbgrader(cell) or {}
-        if meta.get("solution"):
-            exercise = meta.get("grade_id")
-        elif meta.get("grade_id") and exercise is not None:
-            found[meta["grade_id"]] = exercise
-    return found
+    return {cell: above for cell, above in exercise_above(released).items() if above is not None}
 
 
 def restore(submitted: dict, released: dict) -> tuple[dict, str | None]:
@@ -74,16 +58,16 @@ def restore(submitted: dict, released: dict) -> tuple[dict, str | None]:
     another format than 4 (nbformat converts it when it reads it) is left as it is."""
     if submitted.get("nbformat") != 4 or not isinstance(submitted.get("cells"), list):
         return submitted, None
-    originals = {_grade_id(c): c for c in released["cells"] if _grade_id(c)}
+    originals = {cell_grade_id(c): c for c in released["cells"] if cell_grade_id(c)}
     put_back: list[str] = []  # "grade id (why)"
     ungraded: list[str] = []  # cells whose nbgrader metadata is not the release's
     cells, seen = [], set()
     for cell in submitted["cells"]:
-        meta = _nbgrader(cell)
+        meta = metadata(cell)
         if meta is None or not isinstance(cell, dict):
             cells.append(cell)
             continue
-        grade_id = _grade_id(cell)
+        grade_id = cell_grade_id(cell)
         if grade_id not in originals or grade_id in seen:
             cell = copy.deepcopy(cell)
             del cell["metadata"]["nbgrader"]
@@ -95,10 +79,10 @@ def restore(submitted: dict, released: dict) -> tuple[dict, str | None]:
             continue
         seen.add(grade_id)
         original = originals[grade_id]
-        changed = meta != _nbgrader(original) or cell.get("cell_type") != original["cell_type"]
-        if (_nbgrader(original) or {}).get("solution"):
+        changed = meta != metadata(original) or cell.get("cell_type") != original["cell_type"]
+        if (metadata(original) or {}).get("solution"):
             restored = _as_type(copy.deepcopy(cell), original["cell_type"])
-            restored["metadata"]["nbgrader"] = copy.deepcopy(_nbgrader(original))
+            restored["metadata"]["nbgrader"] = copy.deepcopy(metadata(original))
             if changed:
                 put_back.append(f"{grade_id} (its nbgrader metadata)")
             cells.append(restored)
@@ -113,7 +97,7 @@ def restore(submitted: dict, released: dict) -> tuple[dict, str | None]:
         if _move_below(cells, grade_id, exercises, list(originals)):
             put_back.append(f"{grade_id} (moved above its exercise)")
     for grade_id, original in originals.items():
-        if grade_id not in seen and (_nbgrader(original) or {}).get("grade"):
+        if grade_id not in seen and (metadata(original) or {}).get("grade"):
             put_back.append(f"{grade_id} (deleted, or its nbgrader metadata removed)")
     _unique_ids(cells)
     said = []
@@ -130,7 +114,7 @@ def _move_below(cells: list, grade_id: str, exercises: dict[str, str], order: li
     release's grade ids), the solution cell or an earlier test of that exercise; True when
     it moved."""
     exercise = exercises[grade_id]
-    where = {_grade_id(c): i for i, c in enumerate(cells) if _grade_id(c)}
+    where = {cell_grade_id(c): i for i, c in enumerate(cells) if cell_grade_id(c)}
     if grade_id not in where or exercise not in where or where[grade_id] > where[exercise]:
         return False
     before = order[order.index(exercise) : order.index(grade_id)]

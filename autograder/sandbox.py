@@ -84,7 +84,7 @@ MAX_OUTPUT_CHARS = 1_000_000
 
 # Begins the line GradingExecute logs when a notebook cannot be run to its end; ``grade``
 # finds it in nbgrader's log and gives the rest of the line as the submission's status.
-NOT_GRADED = "not graded: "
+KERNEL_NOT_GRADED = "not graded: "
 
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: `sudo apt-get update && sudo apt-get install -y "
@@ -265,17 +265,19 @@ class GradingExecute(Execute):
 
     def preprocess_cell(self, cell, resources, index):
         """Run a cell; when the kernel dies or cannot be interrupted, log why, and where, on
-        a line that begins with ``NOT_GRADED`` (nbgrader then stops the notebook)."""
+        a line that begins with ``KERNEL_NOT_GRADED`` (nbgrader then stops the notebook)."""
         try:
             return super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             where = _cell_name(cell, index)
-            self.log.error("%sthe kernel died running %s (%s)", NOT_GRADED, where, self._death())
+            self.log.error(
+                "%sthe kernel died running %s (%s)", KERNEL_NOT_GRADED, where, self._death()
+            )
             raise
         except CellTimeoutError:
             self.log.error(
                 "%s%s ran past the cell timeout (%s s) and did not stop when interrupted",
-                NOT_GRADED,
+                KERNEL_NOT_GRADED,
                 _cell_name(cell, index),
                 self.timeout,
             )

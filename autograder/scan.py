@@ -409,18 +409,3 @@ def scan_notebook(nb, chapter: str, released=None) -> list[Flag]:
         elif not meta.get("locked") and exercises and _plain(cell.source) not in instructors:
             flags += scan_added_cell(chapter, above or exercises[0], cell.source, aliases)
     return flags
-
-
-def tests_of_exercises(solution_nb) -> dict[str, list[str]]:
-    """Exercise (solution cell's grade id) -> the graded test cells that follow it, up to the
-    next exercise: the points a flag on the exercise withholds."""
-    tests: dict[str, list[str]] = {}
-    current = None
-    for cell in solution_nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("solution") and cell.get("cell_type") == "code":
-            current = meta["grade_id"]
-            tests.setdefault(current, [])
-        elif meta.get("grade") and current is not None:
-            tests[current].append(meta["grade_id"])
-    return tests

@@ -42,7 +42,8 @@ import nbformat
 
 from attention_course.runtime import GRADING_ENV
 from autograder.chapters import release_path, solution_path
-from autograder.grade import LEDGER, ONE_THREAD_ENV
+from autograder.environment import ONE_THREAD_ENV
+from autograder.outfolder import LEDGER
 from autograder.mistakes import catalogue
 from autograder.submissions import mutate, solved_notebook, write_submission
 from benchmarks.run import ROOT, run_notebook

@@ -12,19 +12,16 @@ import pytest
 
 from autograder import gradebook
 from autograder.chapters import CourseError, find_root
-from autograder.grade import (
+from autograder.discover import discover, locate_notebook, read_submission, submission_note
+from autograder.leaks import find_leaks
+from autograder.outfolder import (
     CELLS_CSV,
     GRADES_CSV,
     GradeRow,
-    discover,
-    locate_notebook,
     read_csv,
-    read_submission,
-    submission_note,
     write_csv,
     write_wide_csv,
 )
-from autograder.leaks import find_leaks
 from autograder.release import alembic_head, check, release
 
 

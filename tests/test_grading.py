@@ -19,7 +19,7 @@ import pytest
 from bwrap import grade_options
 from mutants import MUTANTS, UNCATALOGUED, packs
 
-from autograder.grade import read_csv
+from autograder.outfolder import read_csv
 from autograder.report import tags_by_cell
 from autograder.submissions import mutate, solved_notebook, untouched_notebook, write_submission
 

@@ -43,7 +43,7 @@ import pytest
 from bwrap import require_bwrap
 from mutants import MUTANTS
 
-from autograder.grade import CELLS_CSV, read_csv
+from autograder.outfolder import CELLS_CSV, read_csv
 from autograder.submissions import mutate, solved_notebook, untouched_notebook, write_submission
 
 pytestmark = pytest.mark.slow

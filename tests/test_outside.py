@@ -28,7 +28,7 @@ from bwrap import grade_options
 from attention_course.handout import MIME_TYPE, sketch
 from autograder.chapters import CourseError
 from autograder.feedback import NOTICE_END, NOTICE_START
-from autograder.grade import CELLS_CSV, FLAGGED_CSV, read_csv
+from autograder.outfolder import CELLS_CSV, FLAGGED_CSV, read_csv
 from autograder.outside import (
     FAILED,
     KEY_CACHE_ENV,
@@ -160,9 +160,11 @@ def _course(tmp_path, source: str):
 
 
 def _config(tmp_path):
-    from autograder.grade import grading_config
+    from autograder.job import GradingSettings, grading_config
+    from autograder.outfolder import Out
 
-    return grading_config(tmp_path / "work", f"sqlite:///{tmp_path}/gb.db", False, 60)
+    settings = GradingSettings(Out(tmp_path / "out"), f"sqlite:///{tmp_path}/gb.db", False, 60)
+    return grading_config(settings)
 
 
 def test_a_chapter_that_hands_nothing_out_gets_an_empty_key_and_a_cache(tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ import csv
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -13,8 +14,8 @@ from bwrap import grade_options
 from mutants import MUTANTS
 from postgres import postgres_server
 
-from autograder import grade as grading
-from autograder import gradebook
+from autograder import gradebook, outfolder
+from autograder import job as grading_job
 from autograder.chapters import CourseError
 from autograder.nbgrader_settings import COURSE_ID
 from autograder.submissions import mutate, solved_notebook, untouched_notebook, write_submission
@@ -60,7 +61,7 @@ def graded_serially(root, tmp_path_factory):
 
 
 def assert_same_grades(serial, other):
-    for name in (grading.CELLS_CSV, grading.GRADES_CSV):
+    for name in (outfolder.CELLS_CSV, outfolder.GRADES_CSV):
         rows = (serial / name).read_text(encoding="utf-8")
         assert rows == (other / name).read_text(encoding="utf-8"), name
 
@@ -77,7 +78,7 @@ def test_parallel_grades_equal_serial_grades(root, tmp_path, graded_serially):
     parallel_output = grade_cli(root, submissions, tmp_path / "parallel", workers=2)
     assert_same_grades(serial, tmp_path / "parallel")
     totals = {}
-    for r in grading.read_csv(tmp_path / "parallel" / grading.CELLS_CSV):
+    for r in outfolder.read_csv(tmp_path / "parallel" / outfolder.CELLS_CSV):
         points, max_points = totals.get(r.student, (0, 0))
         totals[r.student] = (points + r.points, max_points + r.max_points)
     assert totals["solution"][0] == totals["solution"][1] > totals[f"mutant-{m.name}"][0] > 0
@@ -103,7 +104,7 @@ def test_a_postgresql_gradebook_takes_parallel_workers(
     url = gradebook.resolve_url(postgres_url, out)
     expected = {
         (r.student, r.cell): r.points
-        for r in grading.read_csv(out / grading.CELLS_CSV)
+        for r in outfolder.read_csv(out / outfolder.CELLS_CSV)
         if r.status == "graded"
     }
     assert len(expected) > 10
@@ -200,7 +201,7 @@ def test_a_dying_worker_costs_only_its_own_submission(root, tmp_path):
 
     grade_cli(root, submissions, tmp_path / "out", 2, "--no-sandbox")
     by_student = {}
-    for row in grading.read_csv(tmp_path / "out" / grading.CELLS_CSV):
+    for row in outfolder.read_csv(tmp_path / "out" / outfolder.CELLS_CSV):
         by_student.setdefault(row.student, []).append(row)
     assert all(r.status == "graded" and r.points == r.max_points for r in by_student["solution"])
     assert all(
@@ -231,11 +232,10 @@ class LockedOnce:
 
 
 def test_a_locked_gradebook_is_retried(tmp_path, monkeypatch):
-    monkeypatch.setattr(grading.time, "sleep", lambda seconds: None)
-    notebook = tmp_path / "in.ipynb"
-    nbformat.write(nbformat.v4.new_notebook(), notebook)
+    monkeypatch.setattr(grading_job.time, "sleep", lambda seconds: None)
     api = LockedOnce()
-    reason = grading._autograde_one(api, tmp_path / "work", notebook, "alice", CHAPTER, tmp_path)
+    job = grading_job.Job("alice", CHAPTER, outfolder.Out(tmp_path))
+    reason = grading_job.autograde(api, job)
     assert reason is None and api.calls == ["autograde", "autograde", "feedback"]
 
 
@@ -255,4 +255,5 @@ def test_an_unreachable_scheduler_is_a_clear_error(monkeypatch):
 
     monkeypatch.setattr(cluster, "CONNECT_TIMEOUT_S", 1)
     with pytest.raises(CourseError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
-        cluster.run_on_cluster([], "tcp://127.0.0.1:9", (), None, print, {}, sandbox=False)
+        settings = grading_job.GradingSettings(outfolder.Out(Path("out")), "sqlite://", False)
+        cluster.run_on_cluster([], "tcp://127.0.0.1:9", settings, None, print, {})

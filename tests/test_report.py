@@ -13,7 +13,7 @@ import pytest
 
 from autograder import mistakes
 from autograder.cli import main
-from autograder.grade import GradeRow, write_csv
+from autograder.outfolder import GradeRow, write_csv
 
 CHAPTER = "04_dot_product_attention"
 OTHER = "01_rnn_bottleneck"

@@ -15,8 +15,8 @@ import pytest
 from bwrap import grade_options
 from mutants import MUTANTS
 
-from autograder.grade import CELLS_CSV, GRADES_CSV, read_csv
 from autograder.nbgrader_settings import COURSE_ID
+from autograder.outfolder import CELLS_CSV, GRADES_CSV, read_csv
 from autograder.submissions import mutate, solved_notebook, untouched_notebook, write_submission
 
 pytestmark = pytest.mark.slow

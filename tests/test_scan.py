@@ -261,7 +261,7 @@ def test_grading_withholds_flagged_points_until_accepted(root, tmp_path):
     import subprocess
     import sys
 
-    from autograder.grade import CELLS_CSV, FLAGGED_CSV, read_csv
+    from autograder.outfolder import CELLS_CSV, FLAGGED_CSV, read_csv
     from autograder.submissions import mutate, write_submission
 
     nb = mutate(

@@ -1,0 +1,89 @@
+"""Flagged for review: the scan's verdict on a graded class, applied to its scores.
+
+Each graded submission's solution cells, and the code cells its student added, are
+scanned (``autograder/scan.py``). An exercise whose code uses the reference
+implementations, calls the operator it asks the student to write, rebinds what the tests
+use or writes files is *flagged*: the points of its test cells are withheld (status
+``flagged for review: ...``) until the instructor accepts it with a line
+``student,chapter,exercise`` in ``OUT/accepted.csv`` and runs ``grade`` again. Every flag,
+accepted or not, is listed in ``OUT/flagged.csv``.
+"""
+
+import dataclasses
+from pathlib import Path
+
+import nbformat
+
+from autograder.cells import tests_of_exercises
+from autograder.chapters import solution_path
+from autograder.outfolder import (
+    ACCEPTED_CSV,
+    FLAGGED_CSV,
+    GRADED,
+    GradeRow,
+    Out,
+    read_accepted,
+    write_flagged,
+)
+from autograder.scan import scan_notebook
+
+
+def withhold_flagged(
+    root: Path, out: Out, rows: list[GradeRow], problems: list[str]
+) -> list[GradeRow]:
+    """``rows`` with the points of flagged exercises that ``OUT/accepted.csv`` does not
+    accept taken away; each such flag said in ``problems``; ``OUT/flagged.csv`` written."""
+    accepted = read_accepted(out / ACCEPTED_CSV)
+    graded = dict.fromkeys((r.student, r.chapter) for r in rows if r.status == GRADED)
+    withheld: dict[tuple[str, str, str], str] = {}  # (student, chapter, test cell) -> why
+    listed = []
+    scanner = _Scanner(root, out)
+    for student, chapter in graded:
+        for flag in scanner.flags(student, chapter):
+            ok = (student, chapter, flag.cell) in accepted
+            cells = scanner.tests(chapter).get(flag.cell, [])
+            listed.append((student, chapter, flag, ok, cells))
+            if ok:
+                continue
+            for cell in cells:
+                withheld.setdefault((student, chapter, cell), f"flagged for review: {flag}")
+            problems.append(
+                f"{student} / {chapter}: flagged for review, points of {flag.cell} withheld "
+                f"({flag}); accept it with a line {student},{chapter},{flag.cell} in "
+                f"{out / ACCEPTED_CSV}"
+            )
+    write_flagged(out / FLAGGED_CSV, listed)
+    return [
+        r
+        if (why := withheld.get((r.student, r.chapter, r.cell))) is None
+        else dataclasses.replace(r, points=0.0, status=why)
+        for r in rows
+    ]
+
+
+class _Scanner:
+    """The flags of a run's submissions, each chapter's notebooks read once."""
+
+    def __init__(self, root: Path, out: Out):
+        self.root, self.out = root, out
+        self.released: dict[str, object] = {}  # chapter -> its release: the instructor's cells
+        self.exercises: dict[str, dict[str, list[str]]] = {}
+
+    def flags(self, student: str, chapter: str) -> list:
+        if chapter not in self.released:
+            release = self.out.released(chapter)
+            self.released[chapter] = (
+                nbformat.read(release, as_version=4) if release.is_file() else None
+            )
+        try:
+            nb = nbformat.read(self.out.submitted(student, chapter), as_version=4)
+            return scan_notebook(nb, chapter, self.released[chapter])
+        except Exception:
+            return []  # it was graded, so it was readable; nothing to scan now
+
+    def tests(self, chapter: str) -> dict[str, list[str]]:
+        """Exercise -> its test cells, from the chapter's solution notebook."""
+        if chapter not in self.exercises:
+            solution = nbformat.read(solution_path(self.root, chapter), as_version=4)
+            self.exercises[chapter] = tests_of_exercises(solution)
+        return self.exercises[chapter]
