@@ -24,6 +24,7 @@ import torch
 from attention_course.lookup import LookupTask, train_lookup
 from autograder.reference import cost
 from autograder.reference.multi_head import MultiHeadAttention
+from benchmarks.tables import markdown_row, markdown_table
 
 OUT = Path(__file__).resolve().parent / "chapter05.md"
 OUT_JSON = OUT.with_suffix(".json")  # the two-lookup runs, read by the book page
@@ -54,14 +55,16 @@ def table1_section(lengths, widths, crossover_widths, fit: int, repeats: int) ->
         f"to the {fit} largest sizes; *counted* is the slope of the layer's multiply-add "
         "count over the same sizes (attention: 3 n d^2 + 2 n^2 d, its projections included).",
         "",
-        "| layer | n: Table 1 | n: counted | n: measured | d: Table 1 | d: counted | d: measured |",
-        "|---|---|---|---|---|---|---|",
+        markdown_table(
+            ["layer", "n: Table 1", "n: counted", "n: measured"]
+            + ["d: Table 1", "d: counted", "d: measured"],
+            [
+                [k, TABLE1["n"][k], f"{counted['n'][k]:.2f}", f"{measured['n'][k]:.2f}"]
+                + [TABLE1["d"][k], f"{counted['d'][k]:.2f}", f"{measured['d'][k]:.2f}"]
+                for k in cost.LAYERS
+            ],
+        ),
     ]
-    for k in cost.LAYERS:
-        lines.append(
-            f"| {k} | {TABLE1['n'][k]} | {counted['n'][k]:.2f} | {measured['n'][k]:.2f} "
-            f"| {TABLE1['d'][k]} | {counted['d'][k]:.2f} | {measured['d'][k]:.2f} |"
-        )
     lines += ["", "Milliseconds per forward pass against n (d = 64):", ""]
     lines += _times_table("n", lengths, by_length)
     lines += ["", "Milliseconds per forward pass against d (n = 128):", ""]
@@ -74,27 +77,22 @@ def table1_section(lengths, widths, crossover_widths, fit: int, repeats: int) ->
         f"{max(repeats, 5)} runs), crossing interpolated on log-log axes. Table 1's count "
         "puts it at n = d.",
         "",
-        "| d | crossover n | n / d |",
-        "|---|---|---|",
     ]
+    crossovers = []
     for d in crossover_widths:
         c = cost.crossover(d, batch=8, max_length=4096, repeats=max(repeats, 5))
         if c["n"] is None:
-            lines.append(f"| {d} | above {c['lengths'][-1]} | |")
+            crossovers.append([d, f"above {c['lengths'][-1]}", ""])
         else:
-            lines.append(f"| {d} | {c['n']:.0f} | {c['n'] / d:.1f} |")
-        print(lines[-1], flush=True)
+            crossovers.append([d, f"{c['n']:.0f}", f"{c['n'] / d:.1f}"])
+        print(markdown_row(crossovers[-1]), flush=True)
+    lines.append(markdown_table(["d", "crossover n", "n / d"], crossovers))
     return lines
 
 
 def _times_table(axis: str, sizes, times) -> list[str]:
-    lines = [
-        f"| {axis} | " + " | ".join(times) + " |",
-        "|---|" + "---|" * len(times),
-    ]
-    for i, size in enumerate(sizes):
-        lines.append(f"| {size} | " + " | ".join(f"{v[i]:.2f}" for v in times.values()) + " |")
-    return lines
+    rows = [[size, *(f"{v[i]:.2f}" for v in times.values())] for i, size in enumerate(sizes)]
+    return [markdown_table([axis, *times], rows)]
 
 
 def memory_section(lengths, repeats: int) -> list[str]:
@@ -108,16 +106,13 @@ def memory_section(lengths, repeats: int) -> list[str]:
         f"resident memory of the process during one call (MiB) and time per call (ms), "
         f"medians of {repeats}. One n x n float32 matrix is n^2 * 4 bytes.",
         "",
-        "| n | n x n matrix MiB | "
-        + " | ".join(f"{k} MiB" for k in names)
-        + " | "
-        + " | ".join(f"{k} ms" for k in names)
-        + " |",
-        "|---|---|" + "---|" * (2 * len(names)),
     ]
+    head = ["n", "n x n matrix MiB", *(f"{k} MiB" for k in names), *(f"{k} ms" for k in names)]
+    rows = []
     for i, n in enumerate(lengths):
         cells = [f"{memory[k][i]:.1f}" for k in names] + [f"{times[k][i]:.1f}" for k in names]
-        lines.append(f"| {n} | {n * n * 4 / 2**20:.0f} | " + " | ".join(cells) + " |")
+        rows.append([n, f"{n * n * 4 / 2**20:.0f}", *cells])
+    lines.append(markdown_table(head, rows))
     fit = min(3, len(lengths))
     slopes = ", ".join(
         f"{k} {cost.loglog_slope(lengths, memory[k], fit):.2f}"
@@ -148,11 +143,10 @@ def heads_section(seeds, heads, steps: int) -> tuple[list[str], list[dict]]:
         f"gives offsets -{task.a} and +{task.b} over 500 held-out sequences: its mean, and its "
         "standard deviation across sequences (0 if the weights depended on positions only).",
         "",
-        "| heads | seed | x[i-1] right | x[i+2] right | digit accuracy | both right "
-        f"| weight at -{task.a}: mean, std | weight at +{task.b}: mean, std | train s |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
-    rows = []
+    head = ["heads", "seed", "x[i-1] right", "x[i+2] right", "digit accuracy", "both right"]
+    head += [f"weight at -{task.a}: mean, std", f"weight at +{task.b}: mean, std", "train s"]
+    rows, table = [], []
     for h in heads:
         for seed in seeds:
             run = train_lookup(
@@ -184,12 +178,14 @@ def heads_section(seeds, heads, steps: int) -> tuple[list[str], list[dict]]:
                 if by_digits
                 else ["", ""]
             )
-            lines.append(
-                f"| {h} | {seed} | {sides[f'x[i-{task.a}]']:.3f} | {sides[f'x[i+{task.b}]']:.3f} "
-                f"| {run.accuracy['digit accuracy']:.3f} | {run.accuracy['both digits right']:.3f} "
-                f"| {weights[0]} | {weights[1]} | {run.history.seconds:.1f} |"
+            table.append(
+                [h, seed, f"{sides[f'x[i-{task.a}]']:.3f}", f"{sides[f'x[i+{task.b}]']:.3f}"]
+                + [f"{run.accuracy['digit accuracy']:.3f}"]
+                + [f"{run.accuracy['both digits right']:.3f}", *weights]
+                + [f"{run.history.seconds:.1f}"]
             )
-            print(lines[-1], flush=True)
+            print(markdown_row(table[-1]), flush=True)
+    lines.append(markdown_table(head, table))
     lines += ["", "Share of positions with both digits right, over the seeds:", ""]
     for h in heads:
         both = [r["both_right"] for r in rows if r["heads"] == h]

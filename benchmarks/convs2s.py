@@ -31,6 +31,7 @@ from attention_course.runtime import set_seed
 from autograder.reference.convs2s import ConvS2S, greedy_decode
 from autograder.reference.seq2seq import greedy_decode as gru_greedy_decode
 from autograder.reference.seq2seq import sequence_loss
+from benchmarks.tables import markdown_table
 
 HERE = Path(__file__).resolve().parent
 CONV, GRU = "ConvS2S", "GRU + attention"
@@ -94,14 +95,14 @@ def markdown(cfg, rows: list[dict], missed: list[str], argv) -> str:
         "",
         f"Settings: `{cfg}`.",
         "",
-        "| " + " | ".join(head) + " |",
-        "|" + "---|" * len(head),
     ]
+    table = []
     for r in rows:
-        cells = [r["model"], str(r["seed"]), *[f"{a:.2f}" for a in r["accuracy"]]]
-        cells += [f"{r['overall']:.3f}", str(r["steps"]), f"{r['train_s']:.1f}"]
-        cells += [f"{r['tokens_per_s']:,}", str(r["seconds_to_90"] or "not reached")]
-        lines.append("| " + " | ".join(cells) + " |")
+        cells = [r["model"], r["seed"], *[f"{a:.2f}" for a in r["accuracy"]]]
+        cells += [f"{r['overall']:.3f}", r["steps"], f"{r['train_s']:.1f}"]
+        cells += [f"{r['tokens_per_s']:,}", r["seconds_to_90"] or "not reached"]
+        table.append(cells)
+    lines.append(markdown_table(head, table))
     lines += ["", "Medians over the seeds:", ""]
     for name in dict.fromkeys(r["model"] for r in rows):
         mine = [r for r in rows if r["model"] == name]

@@ -43,6 +43,7 @@ from autograder.reference.experiments import (
     run,
     train_dates,
 )
+from benchmarks.tables import markdown_table
 
 OUT = Path(__file__).resolve().parent / "figure2.md"
 OUT_JSON = OUT.with_suffix(".json")
@@ -90,16 +91,16 @@ def markdown(cfg, rows: list[dict], missed: list[str], argv, base=FULL_SETTINGS)
         f"{PARAMETER_TOLERANCE:.0%}), trained for the same {cfg.max_steps} steps as the model "
         "without attention, the more generous budget.",
         "",
-        "| " + " | ".join(head) + " |",
-        "|" + "---|" * len(head),
     ]
+    table = []
     for r in rows:
         # a task with other buckets (the dates) gets its overall accuracy only
         same = r["buckets"] == buckets
         acc = [f"{a:.2f}" for a in r["accuracy"]] if same else [""] * len(buckets)
-        cells = [r["model"], str(r["seed"]), *acc, f"{r['overall']:.3f}"]
-        cells += [f"{r['params']:,}", str(r["d_hidden"]), str(r["steps"])]
-        lines.append("| " + " | ".join([*cells, f"{r['train_s']:.1f}"]) + " |")
+        cells = [r["model"], r["seed"], *acc, f"{r['overall']:.3f}"]
+        cells += [f"{r['params']:,}", r["d_hidden"], r["steps"], f"{r['train_s']:.1f}"]
+        table.append(cells)
+    lines.append(markdown_table(head, table))
     lines += ["", "Median training time per model:", ""]
     for name in dict.fromkeys(r["model"] for r in rows):
         times = [r["train_s"] for r in rows if r["model"] == name]

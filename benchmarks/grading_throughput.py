@@ -47,6 +47,7 @@ from autograder.outfolder import LEDGER
 from autograder.mistakes import catalogue
 from autograder.submissions import mutate, solved_notebook, write_submission
 from benchmarks.run import ROOT, run_notebook
+from benchmarks.tables import markdown_table
 
 PLAIN_CONFIG = """\
 from autograder.nbgrader_settings import configure
@@ -230,15 +231,17 @@ def main(argv=None) -> int:
         f"asking it to shut down, which waits for PyTorch's teardown; the course's grader "
         f"kills each kernel once its last cell has answered: an overhead below zero is that.",
         "",
-        "| grader | wall s | submissions / min | notebook alone, s | overhead per submission beyond the notebook, s |",
-        "|---|---|---|---|---|",
+        markdown_table(
+            ["grader", "wall s", "submissions / min", "notebook alone, s"]
+            + ["overhead per submission beyond the notebook, s"],
+            (
+                [name, f"{seconds:.0f}", f"{60 * n / seconds:.1f}", f"{alone:.1f}"]
+                + [f"{seconds * processes / n - alone:.1f}"]
+                for name, seconds, processes, alone in rows
+            ),
+        ),
+        "",
     ]
-    for name, seconds, processes, alone in rows:
-        overhead = seconds * processes / n - alone
-        lines.append(
-            f"| {name} | {seconds:.0f} | {60 * n / seconds:.1f} | {alone:.1f} | {overhead:.1f} |"
-        )
-    lines.append("")
     for workers, seconds in ours.items():
         job = statistics.median(jobs[workers])
         outside = seconds - job * n / workers

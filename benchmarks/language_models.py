@@ -49,6 +49,7 @@ from attention_course.language_model import (
     train_lm,
 )
 from autograder.reference.language_model import PARTS, kv_cache_bytes, prefix_matching_score
+from benchmarks.tables import markdown_table
 
 HERE = Path(__file__).resolve().parent
 OUT_MD, OUT_JSON = HERE / "language_models.md", HERE / "language_models.json"
@@ -289,15 +290,17 @@ def summary_md(data: dict) -> str:
     ]
     r = data["results"]
     if "cache" in r:
-        lines += ["## The cache's cost (one generated token after n tokens)", "",
-                  "| n | multiply-adds cached | recomputed | ms/token cached (median) | recomputed | same tokens |",
-                  "|---|---|---|---|---|---|"]  # fmt: skip
-        for row in r["cache"][0]["rows"]:
-            lines.append(
-                f"| {row['context']} | {row['cached_multiply_adds']:,} | {row['recomputed_multiply_adds']:,} | "
-                f"{1000 * row['cached_seconds_per_token']:.2f} | {1000 * row['recomputed_seconds_per_token']:.2f} | "
-                f"{row['same_tokens']} |"
-            )
+        head = ["n", "multiply-adds cached", "recomputed", "ms/token cached (median)"]
+        head += ["recomputed", "same tokens"]
+        rows = [
+            [row["context"], f"{row['cached_multiply_adds']:,}"]
+            + [f"{row['recomputed_multiply_adds']:,}"]
+            + [f"{1000 * row['cached_seconds_per_token']:.2f}"]
+            + [f"{1000 * row['recomputed_seconds_per_token']:.2f}", row["same_tokens"]]
+            for row in r["cache"][0]["rows"]
+        ]
+        lines += ["## The cache's cost (one generated token after n tokens)", ""]
+        lines.append(markdown_table(head, rows))
         for run_ in r["cache"]:
             lines.append(
                 f"\nSeed {run_['seed']}, log-log slopes: "
@@ -307,41 +310,37 @@ def summary_md(data: dict) -> str:
             "\nTimes were measured on a machine shared with other jobs; the multiply-adds are exact.\n"
         )
     if "gqa" in r:
-        lines += ["## Grouped queries (4 query heads)", "",
-                  "| key/value heads | seed | held-out loss | accuracy | cache bytes/token | parameters |",
-                  "|---|---|---|---|---|---|"]  # fmt: skip
-        for row in r["gqa"]:
-            lines.append(
-                f"| {row['num_kv_heads']} | {row['seed']} | {row['held_out_loss']:.4f} | {row['accuracy']:.4f} | "
-                f"{row['cache_bytes_per_token']} | {row['parameters']} |"
-            )
-        lines.append("")
+        head = ["key/value heads", "seed", "held-out loss", "accuracy"]
+        head += ["cache bytes/token", "parameters"]
+        rows = [
+            [row["num_kv_heads"], row["seed"], f"{row['held_out_loss']:.4f}"]
+            + [f"{row['accuracy']:.4f}", row["cache_bytes_per_token"], row["parameters"]]
+            for row in r["gqa"]
+        ]
+        lines += ["## Grouped queries (4 query heads)", ""]
+        lines += [markdown_table(head, rows), ""]
     if "extrapolation" in r:
         factors = SETTINGS["extrapolation"]["factors"]
-        lines += ["## Train short (64 tokens), test long: next-token accuracy", "",
-                  "| positions | seed | " + " | ".join(f"{f}x" for f in factors) + " |",
-                  "|---|---|" + "---|" * len(factors)]  # fmt: skip
-        for row in r["extrapolation"]:
-            acc = row["accuracy"]
-            lines.append(
-                f"| {row['position']} | {row['seed']} | "
-                + " | ".join(f"{acc[str(f)]:.3f}" for f in factors)
-                + " |"
-            )
-        lines.append("")
+        rows = [
+            [row["position"], row["seed"], *(f"{row['accuracy'][str(f)]:.3f}" for f in factors)]
+            for row in r["extrapolation"]
+        ]
+        lines += ["## Train short (64 tokens), test long: next-token accuracy", ""]
+        lines += [markdown_table(["positions", "seed", *(f"{f}x" for f in factors)], rows), ""]
     if "induction" in r:
-        lines += ["## Induction heads (attention only, one head a layer)", "",
-                  "| layers | seed | first-period loss | loss after it | best prefix-matching score (layer 0 / 1) |",
-                  "|---|---|---|---|---|"]  # fmt: skip
+        head = ["layers", "seed", "first-period loss", "loss after it"]
+        head += ["best prefix-matching score (layer 0 / 1)"]
+        rows = []
         for row in r["induction"]:
             scores = " / ".join(
                 f"{row[k][-1]:.2f}" for k in sorted(row) if k.startswith("prefix_matching")
             )
-            lines.append(
-                f"| {row['num_layers']} | {row['seed']} | {row['first_period_loss'][-1]:.3f} | "
-                f"{row['repeated_loss'][-1]:.3f} | {scores} |"
+            rows.append(
+                [row["num_layers"], row["seed"], f"{row['first_period_loss'][-1]:.3f}"]
+                + [f"{row['repeated_loss'][-1]:.3f}", scores]
             )
-        lines.append("")
+        lines += ["## Induction heads (attention only, one head a layer)", ""]
+        lines += [markdown_table(head, rows), ""]
     return "\n".join(lines)
 
 

@@ -43,6 +43,7 @@ from attention_course.translation import (
 )
 from autograder.reference.bahdanau import AttentionDecoder, Seq2SeqAttention
 from autograder.reference.seq2seq import Encoder, greedy_decode, sequence_loss
+from benchmarks.tables import markdown_table
 
 OUT = Path(__file__).resolve().parent / "local_attention.md"
 
@@ -193,31 +194,31 @@ def markdown(cfg, rows, costs, models, windows, loads, argv, seconds) -> str:
         "",
         "Exact match (token accuracy) on the test set, by source length in tokens:",
         "",
-        "| model | seed | " + " | ".join(labels) + " | overall | steps | train s |",
-        "|" + "---|" * (len(labels) + 5),
     ]
+    table = []
     for r in rows:
         cells = [f"{e:.2f} ({t:.2f})" for e, t in zip(r["exact"], r["tokens"], strict=True)]
-        lines.append(
-            f"| {r['model']} | {r['seed']} | "
-            + " | ".join(cells)
-            + f" | {r['overall']:.3f} | {r['steps']} | {r['train_s']:.1f} |"
+        table.append(
+            [r["model"], r["seed"], *cells]
+            + [f"{r['overall']:.3f}", r["steps"], f"{r['train_s']:.1f}"]
         )
+    lines.append(markdown_table(["model", "seed", *labels, "overall", "steps", "train s"], table))
     lines += [
         "",
         "Over the seeds: parameters, and exact match overall (mean, lowest, highest):",
         "",
-        "| model | parameters | mean | lowest | highest | mean train s |",
-        "|---|---|---|---|---|---|",
     ]
+    table = []
     for name in names:
         mine = [r for r in rows if r["model"] == name]
         overall = [r["overall"] for r in mine]
-        lines.append(
-            f"| {name} | {mine[0]['params']:,} | {statistics.mean(overall):.3f} | "
-            f"{min(overall):.3f} | {max(overall):.3f} | "
-            f"{statistics.mean(r['train_s'] for r in mine):.1f} |"
+        table.append(
+            [name, f"{mine[0]['params']:,}", f"{statistics.mean(overall):.3f}"]
+            + [f"{min(overall):.3f}", f"{max(overall):.3f}"]
+            + [f"{statistics.mean(r['train_s'] for r in mine):.1f}"]
         )
+    head = ["model", "parameters", "mean", "lowest", "highest", "mean train s"]
+    lines.append(markdown_table(head, table))
     head = ["S", "global: scores", "global: ms"]
     if FEEDING in names:
         head += ["global + input feeding: ms", "input feeding / global"]
@@ -231,9 +232,8 @@ def markdown(cfg, rows, costs, models, windows, loads, argv, seconds) -> str:
         "model is timed in turn within each of 60 repeats, and the ratio is the median of "
         "the 60 paired ratios, steadier than the times themselves on a loaded machine:",
         "",
-        "| " + " | ".join(head) + " |",
-        "|" + "---|" * len(head),
     ]
+    table = []
     for c in costs:
         g = c[GLOBAL]
         cells = [str(c["S"]), str(c["S"]), f"{1000 * g:.2f}"]
@@ -243,8 +243,8 @@ def markdown(cfg, rows, costs, models, windows, loads, argv, seconds) -> str:
             name = f"local-p, D={D}"
             cells += [str(min(c["S"], 2 * D + 1)), f"{1000 * c[name]:.2f}"]
             cells.append(f"{c['ratio'][name]:.2f}")
-        lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
+        table.append(cells)
+    lines += [markdown_table(head, table), ""]
     return "\n".join(lines)
 
 

@@ -23,6 +23,7 @@ from nbclient import NotebookClient
 from attention_course.runtime import GRADING_ENV
 from autograder.chapters import chapters_in, solution_path
 from autograder.submissions import solved_notebook, write_submission
+from benchmarks.tables import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGETS = {"notebook": 120, "grading-mode notebook": 45, "book from clean": 600, "test suite": 1800}
@@ -128,9 +129,10 @@ def write_table(rows: list[tuple[str, ...]]) -> str:
         "`python -m benchmarks.run [--chapter ID ...] [--book] [--suite]`; each row says when. "
         "Seconds.",
         "",
-        "| what | median | runs | budget | verdict | command | measured |",
-        "|---|---|---|---|---|---|---|",
-        *(f"| {' | '.join(row)} |" for row in sorted(table.values(), key=row_order)),
+        markdown_table(
+            ["what", "median", "runs", "budget", "verdict", "command", "measured"],
+            sorted(table.values(), key=row_order),
+        ),
         "",
     ]
     out.write_text("\n".join(lines))

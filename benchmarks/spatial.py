@@ -37,6 +37,7 @@ from attention_course.spatial_experiment import (
     train_classifier,
 )
 from autograder.reference.spatial import LocalisationNet, SpatialTransformer
+from benchmarks.tables import markdown_table
 
 HERE = Path(__file__).resolve().parent
 OUT_MD, OUT_JSON = HERE / "spatial.md", HERE / "spatial.json"
@@ -181,22 +182,22 @@ def markdown(report: dict) -> str:
         f"{TUNING['seeds'][0]}-{TUNING['seeds'][-1]}, apart from the seeds reported: "
         f"{TUNING['note']}",
         "",
-        "| task (course) | paper's task | parameters CNN / ST-CNN | CNN error (seeds) | "
-        "ST-CNN error (seeds) | ST-CNN / CNN | paper CNN | paper ST-CNN | target met |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
+    head = ["task (course)", "paper's task", "parameters CNN / ST-CNN", "CNN error (seeds)"]
+    head += ["ST-CNN error (seeds)", "ST-CNN / CNN", "paper CNN", "paper ST-CNN", "target met"]
+    table = []
     for distortion, s in report["summary"].items():
         paper = PAPER[distortion]
-        lines.append(
-            f"| {distortion}: {s['task']} | {s['paper_task']} | "
-            f"{s['params']['CNN']:,} / {s['params']['ST-CNN']:,} | "
-            f"{' / '.join(f'{e:.3f}' for e in s['errors']['CNN'])} | "
-            f"{' / '.join(f'{e:.3f}' for e in s['errors']['ST-CNN'])} | "
-            f"{' / '.join(f'{r:.2f}' for r in s['ratios'])} | {paper['CNN']} % | "
-            f"{paper['ST-CNN']} % | "
-            + ("yes" if s["meets_target"] else "no" if distortion == "rts" else "(no target)")
-            + " |"
+        table.append(
+            [f"{distortion}: {s['task']}", s["paper_task"]]
+            + [f"{s['params']['CNN']:,} / {s['params']['ST-CNN']:,}"]
+            + [" / ".join(f"{e:.3f}" for e in s["errors"]["CNN"])]
+            + [" / ".join(f"{e:.3f}" for e in s["errors"]["ST-CNN"])]
+            + [" / ".join(f"{r:.2f}" for r in s["ratios"])]
+            + [f"{paper['CNN']} %", f"{paper['ST-CNN']} %"]
+            + ["yes" if s["meets_target"] else "no" if distortion == "rts" else "(no target)"]
         )
+    lines.append(markdown_table(head, table))
     lines += [
         "",
         "The paper's columns are its Table 1 (distorted MNIST, RTS column) and its cluttered "
@@ -207,12 +208,13 @@ def markdown(report: dict) -> str:
         "",
         "## Every run",
         "",
-        "| distortion | model | seed | test error | steps | seconds |",
-        "|---|---|---|---|---|---|",
-        *(
-            f"| {r['distortion']} | {r['model']} | {r['seed']} | {r['error']:.3f} | "
-            f"{r['steps']} | {r['seconds']} |"
-            for r in report["rows"]
+        markdown_table(
+            ["distortion", "model", "seed", "test error", "steps", "seconds"],
+            (
+                [r["distortion"], r["model"], r["seed"], f"{r['error']:.3f}"]
+                + [r["steps"], r["seconds"]]
+                for r in report["rows"]
+            ),
         ),
         "",
     ]

@@ -55,6 +55,7 @@ from autograder.reference.transformer import (
     label_smoothed_cross_entropy,
     warmup_schedule,
 )
+from benchmarks.tables import markdown_table
 
 HERE = Path(__file__).resolve().parent
 OUT_MD, OUT_JSON = HERE / "transformer.md", HERE / "transformer.json"
@@ -295,22 +296,23 @@ def markdown(report: dict) -> str:
         "",
         "## Means over seeds",
         "",
-        "| variant | changed | seeds | exact match | per seed | at step 500 | BLEU | test ppl "
-        "| final loss | peak lr | steps | train s | paper: ppl | paper: BLEU |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    head = ["variant", "changed", "seeds", "exact match", "per seed", "at step 500", "BLEU"]
+    head += ["test ppl", "final loss", "peak lr", "steps", "train s", "paper: ppl", "paper: BLEU"]
+    table = []
     for name, s in report["summary"].items():
         ppl, paper_bleu = report["paper"].get(report["paper_rows"].get(name, ""), ("", ""))
         rows = [r for r in report["rows"] if r["variant"] == name]
         per_seed = " / ".join(f"{r['exact_match']:.3f}" for r in rows)
         at_500 = dict(zip(s["eval_steps"], s["eval_exact_match"], strict=True)).get(500)
         at_500 = "" if at_500 is None else f"{at_500:.3f}"
-        lines.append(
-            f"| {name} | {report['changed'][name]} | {', '.join(map(str, s['seeds']))} "
-            f"| {s['exact_match']:.3f} | {per_seed} | {at_500} | {s['bleu']:.1f} "
-            f"| {s['test_ppl']:.3f} | {s['final_loss']:.3f} | {rows[0]['peak_rate']:.4f} "
-            f"| {s['steps']} | {s['train_s']:.0f} | {ppl} | {paper_bleu} |"
+        table.append(
+            [name, report["changed"][name], ", ".join(map(str, s["seeds"]))]
+            + [f"{s['exact_match']:.3f}", per_seed, at_500, f"{s['bleu']:.1f}"]
+            + [f"{s['test_ppl']:.3f}", f"{s['final_loss']:.3f}", f"{rows[0]['peak_rate']:.4f}"]
+            + [s["steps"], f"{s['train_s']:.0f}", ppl, paper_bleu]
         )
+    lines.append(markdown_table(head, table))
     lines += [
         "",
         "The paper's columns are its Table 3 (newstest2013 dev set, perplexity per "
@@ -334,21 +336,19 @@ def markdown(report: dict) -> str:
     lines += [
         "## Every run",
         "",
-        "| variant | seed | exact match | "
-        + " | ".join(buckets)
-        + " | during training | BLEU | test ppl | final loss | steps | train s |",
-        "|---|---|---|" + "---|" * len(buckets) + "---|---|---|---|---|---|",
     ]
+    head = ["variant", "seed", "exact match", *buckets, "during training", "BLEU", "test ppl"]
+    head += ["final loss", "steps", "train s"]
+    table = []
     for r in report["rows"]:
         acc = [f"{r['by_length'][b]:.3f}" for b in buckets]
-        lines.append(
-            f"| {r['variant']} | {r['seed']} | {r['exact_match']:.3f} | "
-            + " | ".join(acc)
-            + " | "
-            + " / ".join(f"{v:.2f}" for v in r["eval_exact_match"])
-            + f" | {r['bleu']:.1f} | {r['test_ppl']:.3f} | {r['final_loss']:.3f} "
-            f"| {r['steps']} | {r['train_s']:.1f} |"
+        table.append(
+            [r["variant"], r["seed"], f"{r['exact_match']:.3f}", *acc]
+            + [" / ".join(f"{v:.2f}" for v in r["eval_exact_match"])]
+            + [f"{r['bleu']:.1f}", f"{r['test_ppl']:.3f}", f"{r['final_loss']:.3f}"]
+            + [r["steps"], f"{r['train_s']:.1f}"]
         )
+    lines.append(markdown_table(head, table))
     lines += [
         "",
         f"Exact match by source length in tokens ({', '.join(buckets)}), and during training "

@@ -58,6 +58,7 @@ from autograder.reference.vision_transformer import (
     patch_distances,
 )
 from benchmarks import spatial as spatial_benchmark
+from benchmarks.tables import markdown_table
 
 HERE = Path(__file__).resolve().parent
 OUT_MD, OUT_JSON = HERE / "vision_transformer.md", HERE / "vision_transformer.json"
@@ -196,31 +197,36 @@ def markdown(report: dict) -> str:
         "",
         "## 1. Test error against the number of training images",
         "",
-        "| model | " + " | ".join(f"{n:,} images" for n in sizes) + " |",
-        "|---|" + "---|" * len(sizes),
     ]
+    table = []
     for model, by_size in s["curves"].items():
         cells = [" / ".join(f"{e:.3f}" for _, e in sorted(by_size[str(n)].items())) for n in sizes]
-        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+        table.append([model, *cells])
     if "vit_over_cnn" in s:
         cells = [" / ".join(f"{r:.2f}" for r in s["vit_over_cnn"][str(n)]) for n in sizes]
-        lines.append("| ViT / CNN | " + " | ".join(cells) + " |")
+        table.append(["ViT / CNN", *cells])
+    lines.append(markdown_table(["model", *(f"{n:,} images" for n in sizes)], table))
     lines += ["", "Errors by seed (0 / 1 / 2 ...)."]
     if "long" in s:
         long = s["long"]
+
+        def by_seed(values: dict) -> str:
+            return " / ".join(f"{v:.3f}" for _, v in sorted(values.items()))
+
+        head = ["model", f"error at {cfg['steps']} steps", f"error at {long['steps']} steps"]
+        head += ["final training loss"]
         lines += [
             "",
             f"### 1b. {long['num_train']:,} images, {long['steps']} steps instead of "
             f"{cfg['steps']} (`{report['long']['command']}`, {report['long']['date']})",
             "",
-            f"| model | error at {cfg['steps']} steps | error at {long['steps']} steps | "
-            "final training loss |",
-            "|---|---|---|---|",
-            *(
-                f"| {m} | {' / '.join(f'{e:.3f}' for _, e in sorted(long['short_errors'][m].items()))} | "
-                f"{' / '.join(f'{e:.3f}' for _, e in sorted(long['errors'][m].items()))} | "
-                f"{' / '.join(f'{e:.3f}' for _, e in sorted(long['final_loss'][m].items()))} |"
-                for m in long["errors"]
+            markdown_table(
+                head,
+                (
+                    [m, by_seed(long["short_errors"][m]), by_seed(long["errors"][m])]
+                    + [by_seed(long["final_loss"][m])]
+                    for m in long["errors"]
+                ),
             ),
         ]
     if "distance" in s:
@@ -230,36 +236,38 @@ def markdown(report: dict) -> str:
             "",
             f"Uniform attention over the 5 x 5 patches: {s['uniform_distance']:.1f} pixels.",
             "",
-            "| seed | layer | heads | mean |",
-            "|---|---|---|---|",
-        ]
-        for seed, layers in s["distance"].items():
-            for layer, heads in enumerate(layers):
-                lines.append(
-                    f"| {seed} | {layer + 1} | {' / '.join(f'{d:.1f}' for d in heads)} | "
-                    f"{statistics.mean(heads):.1f} |"
-                )
-        lines += [
+            markdown_table(
+                ["seed", "layer", "heads", "mean"],
+                (
+                    [seed, layer + 1, " / ".join(f"{d:.1f}" for d in heads)]
+                    + [f"{statistics.mean(heads):.1f}"]
+                    for seed, layers in s["distance"].items()
+                    for layer, heads in enumerate(layers)
+                ),
+            ),
             "",
             "## 3. Cosine similarity of the learned position embeddings (ViT, most data)",
             "",
-            "| seed | same row | same column | neither |",
-            "|---|---|---|---|",
-            *(
-                f"| {seed} | {g['same row']:.2f} | {g['same column']:.2f} | {g['neither']:.2f} |"
-                for seed, g in s["grid"].items()
+            markdown_table(
+                ["seed", "same row", "same column", "neither"],
+                (
+                    [seed, *(f"{g[k]:.2f}" for k in ("same row", "same column", "neither"))]
+                    for seed, g in s["grid"].items()
+                ),
             ),
         ]
     lines += [
         "",
         "## Every run",
         "",
-        "| model | training images | seed | test error | final training loss | steps | seconds |",
-        "|---|---|---|---|---|---|---|",
-        *(
-            f"| {r['model']} | {r['num_train']:,} | {r['seed']} | {r['error']:.3f} | "
-            f"{r['final_loss']:.3f} | {r['steps']} | {r['seconds']} |"
-            for r in report["rows"] + report.get("long", {}).get("rows", [])
+        markdown_table(
+            ["model", "training images", "seed", "test error", "final training loss"]
+            + ["steps", "seconds"],
+            (
+                [r["model"], f"{r['num_train']:,}", r["seed"], f"{r['error']:.3f}"]
+                + [f"{r['final_loss']:.3f}", r["steps"], r["seconds"]]
+                for r in report["rows"] + report.get("long", {}).get("rows", [])
+            ),
         ),
         "",
     ]
