@@ -33,6 +33,11 @@ def is_graded(cell) -> bool:
     return bool((metadata(cell) or {}).get("grade"))
 
 
+def is_locked(cell) -> bool:
+    """A cell the student must not change (nbgrader puts it back when grading)."""
+    return bool((metadata(cell) or {}).get("locked"))
+
+
 def cells_of(nb) -> list:
     cells = nb.get("cells") if isinstance(nb, dict) else None
     return cells if isinstance(cells, list) else []

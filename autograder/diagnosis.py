@@ -47,6 +47,8 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
+from autograder.cells import grade_id, is_solution
+from autograder.chapters import INSTALLED_ROOT
 from autograder.mistakes import Mistake, apply, catalogue
 from autograder.scan import FORBIDDEN, scan_cell
 
@@ -296,7 +298,7 @@ def _same(a, b) -> bool:
 def _course_root() -> Path | None:
     """The folder with ``solutions/``: beside the installed package, or above the working
     directory (a student working in a clone of the course)."""
-    for folder in (Path(__file__).resolve().parents[1], *Path.cwd().resolve().parents):
+    for folder in (INSTALLED_ROOT, *Path.cwd().resolve().parents):
         if (folder / "solutions").is_dir():
             return folder
     return None
@@ -312,10 +314,9 @@ def _solution_cells(chapter: str) -> dict[str, str]:
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     out = {}
     for cell in cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("solution") and cell["cell_type"] == "code":
+        if is_solution(cell) and cell["cell_type"] == "code":
             source = cell["source"]
-            out[meta["grade_id"]] = "".join(source) if isinstance(source, list) else source
+            out[grade_id(cell)] = "".join(source) if isinstance(source, list) else source
     return out
 
 

@@ -25,7 +25,7 @@ from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
 
-from autograder.cells import grade_id, is_graded
+from autograder.cells import grade_id, is_graded, is_solution
 from autograder.chapters import solution_path
 from autograder.outfolder import GradeRow, Out
 
@@ -78,9 +78,8 @@ class TestNames(Preprocessor):
     enabled = Bool(True).tag(config=True)
 
     def preprocess_cell(self, cell, resources, index):
-        nbgrader = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and nbgrader.get("grade") and not nbgrader.get("solution"):
-            name = name_of_test(cell.source) or nbgrader.get("grade_id") or "Test cell"
+        if cell.cell_type == "code" and is_graded(cell) and not is_solution(cell):
+            name = name_of_test(cell.source) or grade_id(cell) or "Test cell"
             cell.metadata.setdefault(METADATA_KEY, {})["test_name"] = name
         return cell, resources
 

@@ -323,7 +323,7 @@ def run_key(root: Path, chapter: str, config) -> dict:
     for index, cell in enumerate(nb.cells):
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
-                where = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"
+                where = grade_id(cell) or f"cell {index + 1}"
                 raise CourseError(
                     f"the key of {chapter}: its solution notebook {path} fails in grading mode "
                     f"in {where} ({output.get('ename')}: {output.get('evalue')}); fix the "

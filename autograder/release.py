@@ -15,6 +15,7 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.cells import grade_id
 from autograder.chapters import CourseError, release_path, solution_path, validate_chapters
 from autograder.leaks import find_leaks_in_notebook, secret_lines
 from autograder.nbgrader_settings import course_config
@@ -57,7 +58,7 @@ def validate_solution_notebook(path: Path) -> None:
         nbformat.validate(nb)
     except (OSError, json.JSONDecodeError, nbformat.ValidationError) as error:
         raise CourseError(f"{path} is not a valid notebook: {error}") from error
-    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    ids = [grade_id(c) for c in nb.cells]
     ids = [i for i in ids if i]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:

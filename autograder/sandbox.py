@@ -49,7 +49,8 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, List, Unicode
 
-from autograder.chapters import CourseError
+from autograder.cells import grade_id
+from autograder.chapters import INSTALLED_ROOT, CourseError
 
 # Address space (RLIMIT_AS) of a grading kernel. PyTorch reserves far more virtual memory
 # than it touches: the solution kernels of the seven chapters, in grading mode on one
@@ -144,7 +145,7 @@ def _needed_under_tmp() -> list[str]:
     empty one: the course (a CI checkout often lives in /tmp), the interpreter and the
     folders Python imports from. Outermost folders only."""
     candidates = {
-        Path(__file__).resolve().parents[1],
+        INSTALLED_ROOT,
         Path(sys.executable).resolve().parent,
         *(Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)),
         *(Path(p).resolve() for p in sys.path if p and Path(p).is_dir()),
@@ -342,8 +343,8 @@ class GradingExecute(Execute):
 
 
 def _cell_name(cell, index: int) -> str:
-    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-    return f"cell {grade_id}" if grade_id else f"cell {index + 1} (counting from 1)"
+    name = grade_id(cell)
+    return f"cell {name}" if name else f"cell {index + 1} (counting from 1)"
 
 
 def _size(content) -> int:

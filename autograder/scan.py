@@ -35,6 +35,8 @@ solution cell has no reason to call ``exec``, ``eval``, ``compile`` or ``__impor
 import ast
 from dataclasses import dataclass
 
+from autograder.cells import grade_id, is_locked, is_solution
+
 # The operator an exercise replaces, by chapter and solution cell (grade id). Matched on
 # the last one or two names of a dotted call or import: ``F.glu``, ``torch.nn.functional.glu``
 # and ``from torch.nn.functional import glu`` are all ``functional.glu`` or ``F.glu``.
@@ -390,22 +392,15 @@ def scan_notebook(nb, chapter: str, released=None) -> list[Flag]:
     instructors = set()
     if released is not None:
         instructors = {_plain(c.source) for c in released.cells if c.get("cell_type") == "code"}
-    exercises = [
-        c.metadata["nbgrader"].get("grade_id", "?")
-        for c in nb.cells
-        if c.get("cell_type") == "code"
-        and c.get("metadata", {}).get("nbgrader", {}).get("solution")
-    ]
+    code = [c for c in nb.cells if c.get("cell_type") == "code"]
+    exercises = [grade_id(c) or "?" for c in code if is_solution(c)]
     flags: list[Flag] = []
     aliases: dict[str, str] = {}
     above = None
-    for cell in nb.cells:
-        if cell.get("cell_type") != "code":
-            continue
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("solution"):
-            above = meta.get("grade_id", "?")
+    for cell in code:
+        if is_solution(cell):
+            above = grade_id(cell) or "?"
             flags += scan_cell(chapter, above, cell.source, aliases)
-        elif not meta.get("locked") and exercises and _plain(cell.source) not in instructors:
+        elif not is_locked(cell) and exercises and _plain(cell.source) not in instructors:
             flags += scan_added_cell(chapter, above or exercises[0], cell.source, aliases)
     return flags

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.cells import grade_id, is_solution
 from autograder.chapters import release_path, solution_path
 
 
@@ -22,14 +23,13 @@ def solved_notebook(root: Path, chapter: str):
     """The released notebook with every solution cell replaced by the reference solution."""
     released = nbformat.read(release_path(root, chapter), as_version=4)
     solutions = {
-        c.metadata["nbgrader"]["grade_id"]: c.source
+        grade_id(c): c.source
         for c in nbformat.read(solution_path(root, chapter), as_version=4).cells
-        if c.metadata.get("nbgrader", {}).get("solution")
+        if is_solution(c)
     }
     for cell in released.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if cell.metadata.get("nbgrader", {}).get("solution"):
-            cell.source = _strip_markers(solutions[grade_id])
+        if is_solution(cell):
+            cell.source = _strip_markers(solutions[grade_id(cell)])
     return released
 
 
@@ -38,18 +38,16 @@ def untouched_notebook(root: Path, chapter: str):
     return nbformat.read(release_path(root, chapter), as_version=4)
 
 
-def mutate(nb, grade_id: str, old: str, new: str):
-    """Replace ``old`` (which must occur exactly once) by ``new`` in the cell ``grade_id``."""
+def mutate(nb, cell_id: str, old: str, new: str):
+    """Replace ``old`` (which must occur exactly once) by ``new`` in the cell ``cell_id``."""
     for cell in nb.cells:
-        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+        if grade_id(cell) == cell_id:
             count = cell.source.count(old)
             if count != 1:
-                raise ValueError(
-                    f"{old!r} occurs {count} times in cell {grade_id!r}, expected once"
-                )
+                raise ValueError(f"{old!r} occurs {count} times in cell {cell_id!r}, expected once")
             cell.source = cell.source.replace(old, new)
             return nb
-    raise KeyError(f"no cell with grade id {grade_id!r}")
+    raise KeyError(f"no cell with grade id {cell_id!r}")
 
 
 def write_submission(nb, submissions: Path, student: str, chapter: str) -> Path:
