@@ -36,11 +36,26 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("release", help="regenerate notebooks/ from solutions/")
     p.add_argument("chapters", nargs="*", help="chapter ids (default: all)")
     sub.add_parser("check", help="fail when notebooks/ drifted from solutions/ or leaks solutions")
-    p = sub.add_parser(
-        "collect",
-        help="import an LMS's export (a folder or .zip of notebooks) into "
-        "SUBMISSIONS/<student>/<chapter>/<chapter>.ipynb",
+    _collect_arguments(
+        sub.add_parser(
+            "collect",
+            help="import an LMS's export (a folder or .zip of notebooks) into "
+            "SUBMISSIONS/<student>/<chapter>/<chapter>.ipynb",
+        )
     )
+    p = sub.add_parser("grade", help="grade SUBMISSIONS/<student>/<chapter>/<chapter>.ipynb")
+    _grade_arguments(p)
+    _grading_run_arguments(p)
+    p = sub.add_parser(
+        "report",
+        help="per exercise, the class's scores and known mistakes: OUT/report/index.html and CSV",
+    )
+    p.add_argument("out", type=Path, help="the --out folder of a `grade` run")
+    return parser
+
+
+def _collect_arguments(p: argparse.ArgumentParser) -> None:
+    """``collect``'s arguments: the LMS's export, the chapter, where to put it."""
     p.add_argument("inbox", type=Path, help="a folder (searched with the zips in it) or a .zip")
     p.add_argument("--chapter", required=True, help="the chapter these notebooks answer")
     p.add_argument("--out", type=Path, required=True, help="the SUBMISSIONS folder to fill")
@@ -57,7 +72,10 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replace a student's notebook already in SUBMISSIONS that differs",
     )
-    p = sub.add_parser("grade", help="grade SUBMISSIONS/<student>/<chapter>/<chapter>.ipynb")
+
+
+def _grade_arguments(p: argparse.ArgumentParser) -> None:
+    """``grade``'s arguments: what to grade, and where to."""
     p.add_argument("submissions", type=Path)
     p.add_argument(
         "--out",
@@ -74,6 +92,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--chapter", action="append", dest="chapters", help="grade only this chapter (repeatable)"
     )
+
+
+def _grading_run_arguments(p: argparse.ArgumentParser) -> None:
+    """``grade``'s arguments: how the kernels run, where the gradebook lives."""
     p.add_argument(
         "--workers",
         type=_positive_int,
@@ -113,82 +135,92 @@ def _parser() -> argparse.ArgumentParser:
         "instead of local processes; the course, SUBMISSIONS and OUT must be at the same "
         "paths on every worker (see the instructor guide)",
     )
-    p = sub.add_parser(
-        "report",
-        help="per exercise, the class's scores and known mistakes: OUT/report/index.html and CSV",
-    )
-    p.add_argument("out", type=Path, help="the --out folder of a `grade` run")
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    command = {
+        "release": _release,
+        "check": _check,
+        "collect": _collect,
+        "grade": _grade,
+        "report": _report,
+    }[args.command]
     try:
-        if args.command == "report":
-            return _report(args)
-        if args.command == "collect":
-            return _collect(args)
-        root = find_root(args.course_dir)
-        if args.command == "release":
-            from autograder.release import release
-
-            for path in release(root, args.chapters):
-                print(f"released {path.relative_to(root)}")
-            return 0
-        if args.command == "check":
-            from autograder.release import check
-
-            problems = check(root)
-            for problem in problems:
-                print(f"error: {problem}", file=sys.stderr)
-            if problems:
-                return 1
-            print("notebooks/ is in sync with solutions/ and holds no solution or hidden test")
-            return 0
-        from autograder.grade import grade
-        from autograder.outfolder import CELLS_CSV, GRADES_CSV
-
-        if not args.sandbox:
-            print(
-                "warning: --no-sandbox: the submissions' code runs with your permissions, "
-                "network and files, without memory or CPU limits",
-                file=sys.stderr,
-            )
-        report = grade(
-            root,
-            args.submissions,
-            args.out,
-            chapters=args.chapters,
-            workers=args.workers,
-            regrade=args.regrade,
-            sandbox=args.sandbox,
-            cell_timeout=args.cell_timeout,
-            db_url=args.db,
-            scheduler=args.scheduler,
-        )
-        for (student, chapter), (points, max_points) in sorted(report.totals().items()):
-            print(f"{student:20s} {chapter:28s} {points:g} / {max_points:g}")
-        for problem in report.problems:
-            print(f"warning: {problem}", file=sys.stderr)
-        where = (
-            f"on the Dask cluster at {args.scheduler}"
-            if args.scheduler
-            else f"({report.workers} worker{'s' if report.workers > 1 else ''})"
-        )
-        print(
-            f"graded {report.graded} submission{'s' if report.graded != 1 else ''}"
-            f" ({report.up_to_date} already graded and unchanged) in {report.seconds:.0f} s "
-            f"{where}"
-        )
-        print(
-            f"wrote {args.out / GRADES_CSV} (a column per chapter), {args.out / CELLS_CSV} "
-            f"(a row per graded cell) and {args.out / 'feedback'}/"
-        )
-        print(f"class report: {args.out / 'report' / 'index.html'} (and CSV beside it)")
-        return 0
+        return command(args)
     except CourseError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+
+
+def _release(args) -> int:
+    """``release [CHAPTER ...]``: solutions/ -> notebooks/."""
+    root = find_root(args.course_dir)
+    from autograder.release import release
+
+    for path in release(root, args.chapters):
+        print(f"released {path.relative_to(root)}")
+    return 0
+
+
+def _check(args) -> int:
+    """``check``: 1 when notebooks/ drifted from solutions/ or leaks one."""
+    root = find_root(args.course_dir)
+    from autograder.release import check
+
+    problems = check(root)
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    print("notebooks/ is in sync with solutions/ and holds no solution or hidden test")
+    return 0
+
+
+def _grade(args) -> int:
+    """``grade SUBMISSIONS --out OUT``: the grades, then where they were written."""
+    root = find_root(args.course_dir)
+    from autograder.grade import grade
+    from autograder.outfolder import CELLS_CSV, GRADES_CSV
+
+    if not args.sandbox:
+        print(
+            "warning: --no-sandbox: the submissions' code runs with your permissions, "
+            "network and files, without memory or CPU limits",
+            file=sys.stderr,
+        )
+    report = grade(
+        root,
+        args.submissions,
+        args.out,
+        chapters=args.chapters,
+        workers=args.workers,
+        regrade=args.regrade,
+        sandbox=args.sandbox,
+        cell_timeout=args.cell_timeout,
+        db_url=args.db,
+        scheduler=args.scheduler,
+    )
+    for (student, chapter), (points, max_points) in sorted(report.totals().items()):
+        print(f"{student:20s} {chapter:28s} {points:g} / {max_points:g}")
+    for problem in report.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    where = (
+        f"on the Dask cluster at {args.scheduler}"
+        if args.scheduler
+        else f"({report.workers} worker{'s' if report.workers > 1 else ''})"
+    )
+    print(
+        f"graded {report.graded} submission{'s' if report.graded != 1 else ''}"
+        f" ({report.up_to_date} already graded and unchanged) in {report.seconds:.0f} s "
+        f"{where}"
+    )
+    print(
+        f"wrote {args.out / GRADES_CSV} (a column per chapter), {args.out / CELLS_CSV} "
+        f"(a row per graded cell) and {args.out / 'feedback'}/"
+    )
+    print(f"class report: {args.out / 'report' / 'index.html'} (and CSV beside it)")
+    return 0
 
 
 def _report(args) -> int:

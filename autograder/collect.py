@@ -164,22 +164,38 @@ def collect(
     (rules in the module's docstring); what was placed and every problem, in the report."""
     if chapter not in ALL_CHAPTERS:
         raise CourseError(f"unknown chapter {chapter!r}; chapters: {', '.join(ALL_CHAPTERS)}")
-    regex = None
-    if pattern is not None:
-        try:
-            regex = re.compile(pattern)
-        except re.error as error:
-            raise CourseError(
-                f"--pattern {pattern!r} is not a regular expression: {error}"
-            ) from None
-        if "student" not in regex.groupindex:
-            raise CourseError(f"--pattern {pattern!r} has no named group (?P<student>...)")
+    regex = _student_pattern(pattern)
     inbox, submissions = Path(inbox).resolve(), Path(submissions).resolve()
     if not inbox.exists():
         raise CourseError(f"inbox {inbox} does not exist")
     if inbox.is_relative_to(submissions) or submissions.is_relative_to(inbox):
         raise CourseError(f"the inbox {inbox} and --out {submissions} must not contain each other")
     report = CollectReport()
+    by_student = _notebooks_by_student(inbox, regex, report)
+    for student, candidates in sorted(by_student.items()):
+        target = submissions / student / chapter / f"{chapter}.ipynb"
+        _place_newest(student, candidates, target, force, report)
+    return report
+
+
+def _student_pattern(pattern: str | None) -> re.Pattern | None:
+    """``--pattern`` compiled, or None; a clear error when it cannot find a student id."""
+    if pattern is None:
+        return None
+    try:
+        regex = re.compile(pattern)
+    except re.error as error:
+        raise CourseError(f"--pattern {pattern!r} is not a regular expression: {error}") from None
+    if "student" not in regex.groupindex:
+        raise CourseError(f"--pattern {pattern!r} has no named group (?P<student>...)")
+    return regex
+
+
+def _notebooks_by_student(
+    inbox: Path, regex: re.Pattern | None, report: CollectReport
+) -> dict[str, list[Found]]:
+    """Every notebook of ``inbox`` whose name gives a student id, by student; every other
+    file, in ``report.problems``."""
     junk: list[str] = []
     by_student: dict[str, list[Found]] = {}
     for where, source, mtime in _walk(inbox, report):
@@ -194,7 +210,7 @@ def collect(
             continue
         student, order, rule = student_of(where, regex)
         if student is None:
-            how = f"--pattern {pattern!r} does not match" if regex else "no student id found"
+            how = f"--pattern {regex.pattern!r} does not match" if regex else "no student id found"
             report.problems.append(f"{where}: {how} in its name, not placed")
             continue
         if not STUDENT_ID.match(student) or student in (".", ".."):
@@ -212,36 +228,40 @@ def collect(
             f"(__MACOSX, .DS_Store, ._*, ...): {', '.join(junk[:3])}"
             + (", ..." if len(junk) > 3 else "")
         )
+    return by_student
 
-    for student, candidates in sorted(by_student.items()):
-        if all(c.order for c in candidates):
-            candidates.sort(key=lambda c: (c.order, c.mtime, c.where))
-        else:
-            candidates.sort(key=lambda c: (c.mtime, c.where))
-        keep = candidates[-1]
-        for older in candidates[:-1]:
+
+def _place_newest(
+    student: str, candidates: list[Found], target: Path, force: bool, report: CollectReport
+) -> None:
+    """Write the newest of a student's notebooks to ``target``, unless a different one is
+    there and ``force`` is off; the older ones are reported."""
+    if all(c.order for c in candidates):
+        candidates.sort(key=lambda c: (c.order, c.mtime, c.where))
+    else:
+        candidates.sort(key=lambda c: (c.mtime, c.where))
+    keep = candidates[-1]
+    for older in candidates[:-1]:
+        report.problems.append(
+            f"{older.where}: {student} has a newer notebook ({keep.where}), not placed"
+        )
+    if target.is_file():
+        if target.read_bytes() == keep.data:
+            report.unchanged.append((student, keep.where))
+            return
+        if not force:
             report.problems.append(
-                f"{older.where}: {student} has a newer notebook ({keep.where}), not placed"
+                f"{keep.where}: {target} exists and differs; not replaced (--force replaces it)"
             )
-        target = submissions / student / chapter / f"{chapter}.ipynb"
-        if target.is_file():
-            if target.read_bytes() == keep.data:
-                report.unchanged.append((student, keep.where))
-                continue
-            if not force:
-                report.problems.append(
-                    f"{keep.where}: {target} exists and differs; not replaced (--force replaces it)"
-                )
-                continue
-        if not _valid_notebook(keep.data):
-            report.problems.append(
-                f"{keep.where}: not a valid notebook; placed for {student} all the same "
-                "(grade gives it zero with the reason)"
-            )
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(target.name + ".tmp")
-        temporary.write_bytes(keep.data)
-        os.replace(temporary, target)
-        os.utime(target, (keep.mtime, keep.mtime))
-        report.placed.append((student, keep.where))
-    return report
+            return
+    if not _valid_notebook(keep.data):
+        report.problems.append(
+            f"{keep.where}: not a valid notebook; placed for {student} all the same "
+            "(grade gives it zero with the reason)"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(target.name + ".tmp")
+    temporary.write_bytes(keep.data)
+    os.replace(temporary, target)
+    os.utime(target, (keep.mtime, keep.mtime))
+    report.placed.append((student, keep.where))
