@@ -43,7 +43,7 @@ import nbformat
 from attention_course.runtime import GRADING_ENV
 from autograder.chapters import release_path, solution_path
 from autograder.environment import ONE_THREAD_ENV
-from autograder.outfolder import LEDGER
+from autograder.outfolder import LEDGER, Ledger
 from autograder.mistakes import catalogue
 from autograder.submissions import mutate, solved_notebook, write_submission
 from benchmarks.run import ROOT, run_notebook
@@ -161,8 +161,8 @@ def course_grader(submissions: Path, out: Path, workers: int) -> tuple[float, fl
         capture_output=True,
     )
     seconds = time.perf_counter() - start
-    ledger = json.loads((out / LEDGER).read_text(encoding="utf-8"))["submissions"]
-    jobs = [e["seconds"] for chapters in ledger.values() for e in chapters.values()]
+    recorded = Ledger.read(out / LEDGER).submissions
+    jobs = [e["seconds"] for chapters in recorded.values() for e in chapters.values()]
     return seconds, statistics.fmean(jobs)
 
 
