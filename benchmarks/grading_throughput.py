@@ -26,7 +26,6 @@ writes benchmarks/grading.md.
 """
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -43,8 +42,8 @@ import nbformat
 from attention_course.runtime import GRADING_ENV
 from autograder.chapters import release_path, solution_path
 from autograder.environment import ONE_THREAD_ENV
-from autograder.outfolder import LEDGER, Ledger
 from autograder.mistakes import catalogue
+from autograder.outfolder import LEDGER, Ledger
 from autograder.submissions import mutate, solved_notebook, write_submission
 from benchmarks.run import ROOT, run_notebook
 from benchmarks.tables import markdown_table
