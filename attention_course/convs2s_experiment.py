@@ -28,7 +28,7 @@ import torch
 from attention_course.baselines import baseline
 from attention_course.plots import COLOURS
 from attention_course.runtime import grading_mode
-from attention_course.training import History
+from attention_course.training import History, parameter_count
 from attention_course.translation import (
     FULL_SETTINGS as CHAPTER_TASK,
 )
@@ -93,10 +93,6 @@ def gru_with_attention(data: TranslationData, seed: int = 0) -> torch.nn.Module:
     weights drawn after ``set_seed(seed)``. The grader provides it, through the entry point
     :func:`attention_course.baselines.baseline` finds."""
     return baseline("gru_with_attention")(data, seed)
-
-
-def parameter_count(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
 
 
 @dataclass

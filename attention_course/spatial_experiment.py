@@ -23,7 +23,7 @@ from torch import nn
 
 from attention_course.data.digits import RTS, Distortion, distorted_digits
 from attention_course.runtime import grading_mode, set_seed
-from attention_course.training import History, train
+from attention_course.training import History, parameter_count, train
 
 
 class CNN(nn.Module):
@@ -53,11 +53,6 @@ class CNN(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (N, C, H, W) -> logits (N, num_classes)."""
         return self.layers(x)
-
-
-def parameter_count(model: nn.Module) -> int:
-    """The number of trainable numbers in ``model``."""
-    return sum(p.numel() for p in model.parameters())
 
 
 def matched_width(params: int, in_size: int = 40, channels: int = 1) -> int:

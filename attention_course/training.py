@@ -48,6 +48,11 @@ class History:
         return self.metrics[name][-1]
 
 
+def parameter_count(model: torch.nn.Module) -> int:
+    """The number of numbers a model learns: sum over its parameters of their sizes."""
+    return sum(p.numel() for p in model.parameters())
+
+
 def train(
     model: torch.nn.Module,
     next_batch: Callable[[int], object],

@@ -48,6 +48,7 @@ from attention_course.language_model import (
     periodic_tokens,
     train_lm,
 )
+from attention_course.training import parameter_count
 from autograder.reference.language_model import PARTS, kv_cache_bytes, prefix_matching_score
 from benchmarks.tables import markdown_table
 
@@ -180,7 +181,7 @@ def gqa_run(num_kv_heads: int, seed: int) -> dict:
         "held_out_loss": loss,
         "accuracy": next_token_accuracy(model, x, y),
         "cache_bytes_per_token": kv_cache_bytes(cfg.num_layers, 1, num_kv_heads, d_k, 1),
-        "parameters": sum(p.numel() for p in model.parameters()),
+        "parameters": parameter_count(model),
         "steps": len(history.steps),
         "seconds": round(history.seconds, 1),
         "final_training_loss": history.losses[-1],
@@ -204,7 +205,7 @@ def extrapolation_run(position: str, seed: int) -> dict:
         "seed": seed,
         "accuracy": accuracy,
         "loss": loss,
-        "parameters": sum(p.numel() for p in model.parameters()),
+        "parameters": parameter_count(model),
         "steps": len(history.steps),
         "seconds": round(history.seconds, 1),
     }

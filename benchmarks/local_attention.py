@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 
 from attention_course.runtime import set_seed
+from attention_course.training import parameter_count
 from attention_course.translation import (
     FULL_SETTINGS,
     exact_match_by_length,
@@ -104,7 +105,7 @@ def train(name, decoder_kwargs, data, cfg, steps, seed, seconds) -> dict:
     row = dict(
         model=name,
         seed=seed,
-        params=sum(p.numel() for p in model.parameters()),
+        params=parameter_count(model),
         planned_steps=steps,
         steps=len(history.steps),
         train_s=history.seconds,

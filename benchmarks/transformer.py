@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from attention_course.data.vocab import make_batch
+from attention_course.training import parameter_count
 from attention_course.transformer_experiment import (
     FULL_SETTINGS,
     TransformerSettings,
@@ -220,7 +221,7 @@ def run(variant: Variant, seed: int) -> dict:
         "eval_exact_match": history.metrics["exact_match"],
         "steps": len(history.steps),
         "train_s": history.seconds - sum(eval_seconds),
-        "parameters": sum(p.numel() for p in model.parameters()),
+        "parameters": parameter_count(model),
         "peak_rate": peak_rate(cfg),
     }
 
