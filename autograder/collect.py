@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.chapters import ALL_CHAPTERS, CourseError
+from autograder.files import write_atomically
 
 MOODLE = re.compile(r"_(?P<student>\d+)_assignsubmission_[a-z]+")
 CANVAS = re.compile(r"^[A-Za-z][A-Za-z0-9-]*_(?:LATE_)?(?P<student>\d+)_(?P<order>\d+)_.")
@@ -259,9 +260,6 @@ def _place_newest(
             f"{keep.where}: not a valid notebook; placed for {student} all the same "
             "(grade gives it zero with the reason)"
         )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(target.name + ".tmp")
-    temporary.write_bytes(keep.data)
-    os.replace(temporary, target)
+    write_atomically(target, keep.data)
     os.utime(target, (keep.mtime, keep.mtime))
     report.placed.append((student, keep.where))
