@@ -11,7 +11,8 @@ Output::
     OUT/report/index.html    per chapter: the scores of every test cell (table and plot) and the
                              known mistakes diagnosed across the class (table and plot); then
                              the slowest submissions to grade (table and plot); self-contained
-                             (inline CSS, plots as inline PNG)
+                             (inline CSS, plots as inline PNG); the Jinja template
+                             ``autograder/templates/report/index.html.j2`` lays it out
     OUT/report/summary.csv   one row per chapter and test cell: graded, mean, full marks, zero,
                              not graded, lost points, of which with a diagnosis
     OUT/report/scores.csv    one row per chapter, test cell and score: how many students got it
@@ -28,7 +29,7 @@ the exercise's test cells named it; a tag the catalogue does not know is counted
 
 import base64
 import csv
-import html
+import functools
 import io
 import re
 import statistics
@@ -55,6 +56,7 @@ TAG = re.compile(r"\[known mistake: ([a-z0-9-]+)\]")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 NOT_GRADED = "not graded"
 SLOWEST_SHOWN = 15  # submissions named in the report's table and plot of grading times
+TEMPLATES = Path(__file__).resolve().parent / "templates" / "report"  # index.html.j2
 
 
 @dataclass
@@ -240,9 +242,26 @@ def read_ledger(out: Path, pairs: set[tuple[str, str]], problems: list[str]) -> 
 def _chapter(
     out: Path, root: Path | None, chapter: str, rows: list[GradeRow], problems: list[str]
 ) -> ChapterReport:
+    """One chapter's report, in steps: read the graded notebooks, map each test cell to its
+    exercise, count the scores per test cell, count the mistakes the notebooks name, and
+    order those mistakes as the exercises come in the notebook."""
     students = list(dict.fromkeys(r.student for r in rows))
     failed = {r.student for r in rows if r.status != "graded"}
     graded_students = [s for s in students if s not in failed]
+    notebooks = _autograded_notebooks(out, chapter, rows, problems)
+    exercise = _exercise_of_tests(root, chapter, notebooks)
+    cells = _cell_stats(chapter, rows, exercise)
+    catalogue = known_mistakes(chapter)
+    counts = _count_mistakes(chapter, notebooks, exercise, catalogue, cells)
+    mistakes = _in_exercise_order(counts, cells, catalogue)
+    return ChapterReport(
+        chapter, len(students), len(graded_students), list(cells.values()), mistakes, len(catalogue)
+    )
+
+
+def _autograded_notebooks(out: Path, chapter: str, rows: list[GradeRow], problems: list[str]):
+    """Student -> the chapter's autograded notebook, for every graded submission; one that
+    cannot be read is added to ``problems``."""
     notebooks = {}
     for student in dict.fromkeys(r.student for r in rows if r.status == "graded"):
         path = Out(out).autograded(student, chapter)
@@ -251,16 +270,24 @@ def _chapter(
             problems.append(f"{student} / {chapter}: no readable autograded notebook at {path}")
         else:
             notebooks[student] = nb
+    return notebooks
 
-    exercise = {}
+
+def _exercise_of_tests(root: Path | None, chapter: str, notebooks: dict) -> dict[str, str]:
+    """Test cell -> its exercise, from the course's solution notebook when there is one, else
+    from the first graded notebook that has test cells."""
     solution = solution_path(root, chapter) if root else None
     if solution is not None and solution.is_file() and (nb := _read(solution)) is not None:
-        exercise = exercises_of(nb)
+        if exercise := exercises_of(nb):
+            return exercise
     for nb in notebooks.values():
-        if exercise:
-            break
-        exercise = exercises_of(nb)
+        if exercise := exercises_of(nb):
+            return exercise
+    return {}
 
+
+def _cell_stats(chapter: str, rows: list[GradeRow], exercise: dict) -> dict[str, CellStats]:
+    """Test cell -> the class's scores on it, in the order of the grades' rows."""
     cells: dict[str, CellStats] = {}
     for r in rows:
         stats = cells.setdefault(
@@ -272,8 +299,14 @@ def _chapter(
         stats.scores[r.points] += 1
         if r.points < r.max_points:
             stats.lost.add(r.student)
+    return cells
 
-    catalogue = known_mistakes(chapter)
+
+def _count_mistakes(
+    chapter: str, notebooks: dict, exercise: dict, catalogue: dict, cells: dict[str, CellStats]
+) -> dict[str, MistakeCount]:
+    """Mistake -> who made it, from the tags of the graded notebooks; and, in ``cells``, which
+    of the students who lost points on a test cell got a diagnosis there."""
     counts: dict[str, MistakeCount] = {}
     for student, nb in notebooks.items():
         for cell, names in tags_by_cell(nb).items():
@@ -292,18 +325,22 @@ def _chapter(
                 count.tests.add(cell)
             if cell in cells and student in cells[cell].lost:
                 cells[cell].diagnosed.add(student)
+    return counts
 
+
+def _in_exercise_order(
+    counts: dict[str, MistakeCount], cells: dict[str, CellStats], catalogue: dict
+) -> list[MistakeCount]:
+    """The mistakes by exercise (as the test cells, then the catalogue, name them), the most
+    common first within an exercise."""
     position = {}
     for stats in cells.values():
         position.setdefault(stats.exercise, len(position))
     for entry in catalogue.values():
         position.setdefault(entry.cell, len(position))
-    mistakes = sorted(
+    return sorted(
         counts.values(),
         key=lambda m: (position.get(m.exercise, len(position)), -len(m.students), m.name),
-    )
-    return ChapterReport(
-        chapter, len(students), len(graded_students), list(cells.values()), mistakes, len(catalogue)
     )
 
 
@@ -316,7 +353,7 @@ def write_report(out: Path, root: Path | None = None) -> Report:
     folder = report.out / REPORT
     folder.mkdir(parents=True, exist_ok=True)
     _write_csvs(report, folder)
-    report.html.write_text(_html(report), encoding="utf-8")
+    report.html.write_text(_page(report), encoding="utf-8")
     return report
 
 
@@ -376,10 +413,10 @@ def _write_csvs(report: Report, folder: Path) -> None:
 
 
 def _png(fig) -> str:
+    """The figure as a PNG, base64-encoded (the page shows it as a data: URL)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return f'<img alt="" src="data:image/png;base64,{data}">'
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 def _scores_plot(ch: ChapterReport) -> str:
@@ -484,185 +521,65 @@ def _chapter_medians(report: Report) -> dict[str, float]:
     return {ch: statistics.median(s) for ch, s in by_chapter.items()}
 
 
-def _times_html(report: Report) -> str:
-    parts = ['<h2 id="slowest">The slowest submissions</h2>']
-    if not report.timings:
-        parts.append(
-            "<p>No grading times recorded: <code>graded.json</code> holds none (it is "
-            "written by <code>python -m autograder grade</code>).</p>"
-        )
-        return "\n".join(parts)
-    medians = _chapter_medians(report)
-    spread = "; ".join(
-        f"<code>{_e(ch)}</code> {medians[ch]:.1f} s" for ch in sorted(medians, key=course_order)
+def _page(report: Report) -> str:
+    """``index.html``: the template ``templates/report/index.html.j2`` given what it shows."""
+    return _template().render(
+        report=report,
+        submissions=sum(ch.students for ch in report.chapters),
+        chapters=[_chapter_page(ch) for ch in report.chapters],
+        times=_times_page(report),
     )
-    n = len(report.timings)
-    parts.append(
-        f"<p>How long each submission took to grade: its kernel, every cell, the tests and "
-        f"the feedback page, in one worker. {n} submission{'s' if n != 1 else ''} timed; "
-        f"the median per chapter: {spread}. A submission far above its chapter's median "
-        "usually holds a cell that ran into the cell timeout, or trained longer than the "
-        "exercise asks: look at its feedback page. All of them in <code>times.csv</code>.</p>"
-    )
-    rows = [
-        [
-            str(i + 1),
-            _e(t.student),
-            f"<code>{_e(t.chapter)}</code>",
-            f"{t.seconds:.1f}",
-            f"{t.seconds / medians[t.chapter]:.1f}×" if medians[t.chapter] else "–",
-            _e(t.status),
-            _e(t.graded_at),
-        ]
-        for i, t in enumerate(report.slowest)
-    ]
-    head = ["", "student", "chapter", "seconds", "of the median", "status", "graded at (UTC)"]
-    parts.append(_table(head, rows, {0, 3, 4}))
-    parts.append(_times_plot(report))
-    return "\n".join(parts)
 
 
-CSS = """
-body { font-family: system-ui, sans-serif; max-width: 70em; margin: 2em auto; padding: 0 1em;
-       color: #222; line-height: 1.45; }
-h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
-table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.92em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
-th { background: #f2f2f2; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
-code { background: #f4f4f4; padding: 0 0.2em; } td code { white-space: nowrap; }
-img { max-width: 100%; }
-.muted { color: #666; } .students { font-size: 0.85em; color: #444; }
-"""
-
-
-def _e(x) -> str:
-    return html.escape(str(x))
-
-
-def _table(head: list[str], rows: list[list[str]], numeric: set[int]) -> str:
-    th = "".join(f"<th>{_e(h)}</th>" for h in head)
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="n">{v}</td>' if i in numeric else f"<td>{v}</td>" for i, v in enumerate(r)
-        )
-        + "</tr>"
-        for r in rows
-    )
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _chapter_html(ch: ChapterReport) -> str:
-    parts = [f'<h2 id="{_e(ch.chapter)}">{_e(ch.chapter)}</h2>']
-    parts.append(
-        f"<p>{ch.students} submission{'s' if ch.students != 1 else ''}, "
-        f"{ch.submissions_graded} graded in full.</p>"
-    )
-    parts.append("<h3>Scores per test cell</h3>")
-    rows = []
-    for c in ch.cells:
-        spread = ", ".join(f"{_number(p)}: {n}" for p, n in sorted(c.scores.items())) or "–"
-        rows.append(
-            [
-                f"<code>{_e(c.exercise)}</code>",
-                f"<code>{_e(c.cell)}</code>",
-                _number(c.max_points),
-                str(c.graded),
-                "–" if c.mean is None else f"{c.mean:.2f}",
-                str(c.full),
-                str(c.zero),
-                str(c.not_graded),
-                _e(spread),
-                f"{len(c.diagnosed)} of {len(c.lost)}",
-            ]
-        )
-    parts.append(
-        _table(
-            [
-                "exercise",
-                "test cell",
-                "points",
-                "graded",
-                "mean",
-                "full marks",
-                "zero",
-                "not graded",
-                "score: students",
-                "lost points: diagnosed",
-            ],
-            rows,
-            {2, 3, 4, 5, 6, 7, 9},
-        )
-    )
-    if ch.cells:
-        parts.append(_scores_plot(ch))
-    parts.append("<h3>Known mistakes</h3>")
-    if not ch.mistakes:
-        parts.append(
-            f"<p>No failure in this chapter named a known mistake "
-            f"({ch.catalogued} in the chapter's catalogue).</p>"
-        )
-        return "\n".join(parts)
+def _chapter_page(ch: ChapterReport) -> dict:
+    """What the page shows of one chapter, beside its ChapterReport: how many of the mistakes
+    diagnosed the catalogue knows, and the plots ("" when there is nothing to plot)."""
     known = sum(1 for m in ch.mistakes if m.says)
-    unknown = len(ch.mistakes) - known
-    line = f"{known} of the {ch.catalogued} mistakes of the chapter's catalogue diagnosed"
-    if unknown:
-        line += (
-            f", and {unknown} tag{'s' if unknown != 1 else ''} the catalogue does not know "
-            "(grey bars)"
-        )
-    parts.append(f"<p>{line}.</p>")
-    rows = [
-        [
-            f"<code>{_e(m.exercise)}</code>",
-            f"<code>{_e(m.name)}</code>",
-            _e(m.says) if m.says else '<span class="muted">not in the catalogue</span>',
-            ", ".join(f"<code>{_e(t)}</code>" for t in sorted(m.tests)),
-            str(len(m.students)),
-            f'<span class="students">{_e(" ".join(sorted(m.students)))}</span>',
-        ]
-        for m in ch.mistakes
-    ]
-    parts.append(
-        _table(["exercise", "mistake", "what is wrong", "named in", "students", "who"], rows, {4})
-    )
-    parts.append(_mistakes_plot(ch))
-    return "\n".join(parts)
+    return {
+        "ch": ch,
+        "known": known,
+        "unknown": len(ch.mistakes) - known,
+        "scores_png": _scores_plot(ch) if ch.cells else "",
+        "mistakes_png": _mistakes_plot(ch) if ch.mistakes else "",
+    }
 
 
-def _html(report: Report) -> str:
-    submissions = sum(ch.students for ch in report.chapters)
-    students = report.students
-    toc = " · ".join(f'<a href="#{_e(ch.chapter)}">{_e(ch.chapter)}</a>' for ch in report.chapters)
-    toc += ' · <a href="#slowest">the slowest submissions</a>'
-    intro = (
-        f"<p>{submissions} submission{'s' if submissions != 1 else ''} from {students} "
-        f"student{'s' if students != 1 else ''} in {len(report.chapters)} "
-        f"chapter{'s' if len(report.chapters) != 1 else ''}: {toc}. Each chapter shows the "
-        "scores of every graded test cell (a test cell belongs to the exercise above it in "
-        "the notebook), then the known mistakes diagnosed across the class; the last "
-        "section lists the submissions that took longest to grade.</p>"
-        "<p>When a test cell fails and the student's code gives the same results as a mistake "
-        "of the chapter's catalogue (<code>autograder/mistakes/</code>) on every input the "
-        "test gave it, the failure message names that mistake with a tag "
-        "<code>[known mistake: NAME]</code>. A mistake's count is the number of students whose "
-        "graded notebook carries its tag in at least one test cell of the chapter. Failures "
-        "outside the catalogue get no tag: the column <em>lost points: diagnosed</em> says how "
-        "many of the students who lost points on a test cell got a diagnosis there. "
-        "<em>Not graded</em> counts missing or unreadable notebooks and those the grader "
-        "could not run (see the <code>status</code> column of <code>grades_by_cell.csv</code>); "
-        "they are left out of the mean.</p>"
-        "<p>The same numbers as CSV, beside this page: <code>summary.csv</code>, "
-        "<code>scores.csv</code>, <code>mistakes.csv</code>, <code>times.csv</code>.</p>"
+def _times_page(report: Report) -> dict:
+    """What the page shows of the grading times: the medians per chapter in course order, and
+    each of the slowest submissions with its time over its chapter's median (None when that
+    median is 0)."""
+    if not report.timings:
+        return {"timed": 0}
+    medians = _chapter_medians(report)
+    return {
+        "timed": len(report.timings),
+        "medians": [(ch, medians[ch]) for ch in sorted(medians, key=course_order)],
+        "rows": [
+            (t, t.seconds / medians[t.chapter] if medians[t.chapter] else None)
+            for t in report.slowest
+        ],
+        "png": _times_plot(report),
+    }
+
+
+def _counted(n: int, noun: str) -> str:
+    """``5 students``, ``1 student``."""
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+@functools.cache
+def _template():
+    """The report's template, autoescaped: every value the page shows is escaped as HTML."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
     )
-    problems = ""
-    if report.problems:
-        items = "".join(f"<li>{_e(p)}</li>" for p in report.problems)
-        problems = f"<h2>Problems</h2><ul>{items}</ul>"
-    body = "\n".join(_chapter_html(ch) for ch in report.chapters) + "\n" + _times_html(report)
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        "<title>Grading report</title>"
-        f"<style>{CSS}</style></head><body>\n<h1>Grading report</h1>\n{intro}\n{body}\n"
-        f"{problems}\n</body></html>\n"
-    )
+    env.filters["number"] = _number
+    env.filters["counted"] = _counted
+    return env.get_template("index.html.j2")
