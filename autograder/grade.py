@@ -5,10 +5,10 @@ Input, nbgrader's submitted layout, ``SUBMISSIONS/<student>/<chapter>/<chapter>.
 output, the OUT folder (``autograder/outfolder.py`` lists what it holds). :func:`grade`
 is a pipeline; each step is a function below it, and each concern lives in its own module:
 
-1. **open the run** (:func:`open_run`): OUT made, ``OUT/graded.json`` read, the gradebook
+1. **discover** what is in SUBMISSIONS (``autograder/discover.py``);
+2. **open the run** (:func:`open_run`): OUT made, ``OUT/graded.json`` read, the gradebook
    backed up (``autograder/gradebook.py``), the settings every kernel gets (the sandbox of
    ``autograder/sandbox.py``, the folders hidden from it, the cell timeout);
-2. **discover** what is in SUBMISSIONS (``autograder/discover.py``);
 3. **prepare the chapters** (:func:`prepare_chapters`): each chapter's release made from
    its solution notebook, and its *key* for the check outside the kernel
    (``autograder/outside.py``);
