@@ -1,6 +1,8 @@
 """Project hygiene: pins agree, notebooks carry no outputs, lint and format are clean,
-the README's commands are the ones CI runs."""
+the README's commands are the ones CI runs, the licence, citation and contributing guide
+are there and agree with the project."""
 
+import datetime
 import json
 import re
 import subprocess
@@ -90,3 +92,92 @@ def test_torch_is_the_pinned_cpu_build():
     import torch
 
     assert torch.__version__.startswith("2.13.0"), torch.__version__
+
+
+def test_licence_citation_and_contributing_guide_are_there(root):
+    missing = [
+        n for n in ("LICENSE", "CITATION.cff", "CONTRIBUTING.md") if not (root / n).is_file()
+    ]
+    assert not missing, f"missing at the top level: {missing}"
+    licence = (root / "LICENSE").read_text(encoding="utf-8")
+    assert "MIT License" in licence, "LICENSE must carry the MIT licence's text (the code's)"
+    assert "https://creativecommons.org/licenses/by/4.0/legalcode" in licence, (
+        "LICENSE must point to CC BY 4.0's legal code (the text's and figures')"
+    )
+
+
+# The top-level keys of the Citation File Format 1.2.0, and those it requires.
+CFF_KEYS = {
+    "abstract",
+    "authors",
+    "cff-version",
+    "commit",
+    "contact",
+    "date-released",
+    "doi",
+    "identifiers",
+    "keywords",
+    "license",
+    "license-url",
+    "message",
+    "preferred-citation",
+    "references",
+    "repository",
+    "repository-artifact",
+    "repository-code",
+    "title",
+    "type",
+    "url",
+    "version",
+}
+CFF_REQUIRED = {"cff-version", "message", "title", "authors"}
+
+
+def test_citation_cff_is_well_formed_and_agrees_with_the_project(root):
+    """CITATION.cff has the format's required keys and no unknown one, and the title,
+    version, repository and licences the project states elsewhere. The format's validator,
+    cffconvert (2.0.0, the latest), cannot be installed beside the pins (it requires
+    jsonschema<4, jupyterlab-server>=4.18): after editing the file, validate it in a
+    separate environment with `cffconvert --validate -i CITATION.cff`."""
+    cff = yaml.safe_load((root / "CITATION.cff").read_text(encoding="utf-8"))
+    assert CFF_REQUIRED <= cff.keys(), f"missing keys: {sorted(CFF_REQUIRED - cff.keys())}"
+    assert cff.keys() <= CFF_KEYS, f"keys CFF 1.2.0 does not have: {sorted(cff.keys() - CFF_KEYS)}"
+    assert cff["cff-version"] == "1.2.0"
+    assert cff.get("type", "software") in ("software", "dataset")
+    assert cff["authors"] and all("name" in a or "family-names" in a for a in cff["authors"]), (
+        "every author needs a name (an entity) or family-names (a person)"
+    )
+    assert isinstance(cff["date-released"], datetime.date), "date-released: YYYY-MM-DD, unquoted"
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert cff["version"] == project["version"], "CITATION.cff's version is pyproject.toml's"
+    config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
+    assert cff["title"] == config["title"]
+    assert cff["repository-code"] == config["repository"]["url"]
+    assert sorted(cff["license"]) == ["CC-BY-4.0", "MIT"], "the two licences LICENSE states"
+
+
+def test_contributing_names_only_make_targets_and_paths_that_exist(root):
+    """Every `make X` in CONTRIBUTING.md is a target of the Makefile, every
+    `python -m benchmarks.X` a script, and every path it names exists (placeholders such as
+    `<id>` and the build's own output aside)."""
+    text = (root / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```\w*\n(.*?)^```", text, flags=re.M | re.S)
+    spans = re.findall(r"`([^`\n]+)`", re.sub(r"^```\w*\n.*?^```", "", text, flags=re.M | re.S))
+    code = "\n".join(blocks + spans)
+    targets = set(re.findall(r"^([\w-]+):", (root / "Makefile").read_text(), flags=re.M))
+    named = set(re.findall(r"(?<![\w/.-])make ([\w-]+)", code))
+    assert named, "CONTRIBUTING.md names no make command"
+    assert named <= targets, f"not targets of the Makefile: {sorted(named - targets)}"
+    scripts = set(re.findall(r"-m benchmarks\.(\w+)", code))
+    missing = [s for s in scripts if not (root / "benchmarks" / f"{s}.py").is_file()]
+    assert not missing, f"no such benchmark: {missing}"
+    paths = {
+        token
+        for token in code.split()
+        if re.fullmatch(r"[\w.-]+(/[\w.-]+)*/?", token)
+        and ("/" in token or re.search(r"\.(py|md|yml|toml|cff|bib|ipynb|json)$", token))
+        and not token.startswith(("_build", ".venv"))
+    }
+    assert len(paths) >= 20, sorted(paths)
+    absent = sorted(p for p in paths if not (root / p).exists())
+    assert not absent, f"CONTRIBUTING.md names paths that do not exist: {absent}"
