@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: setup book test benchmark release check clean
+.PHONY: setup book pdf test benchmark release check clean
 
 setup: $(STAMP)
 
@@ -20,6 +20,10 @@ book: setup
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	@echo "The website is in _build/html: open _build/html/index.html, or serve it with"
 	@echo "  $(PY) -m http.server --directory _build/html 8000   and visit http://localhost:8000"
+
+# The whole course as one PDF (book/pdf.py): the site built afresh, printed by Chromium.
+pdf: book
+	$(PY) book/pdf.py --site _build/html --out _build/pdf/attention-course.pdf
 
 test: setup
 	$(PY) -m pytest
