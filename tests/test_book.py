@@ -533,3 +533,287 @@ def test_pages_render_offline_in_a_browser(site, server):
     assert not bad_status, "requests answered with an error:\n" + "\n".join(bad_status)
     assert not page_errors, "JavaScript errors:\n" + "\n".join(page_errors)
     assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------
+# Accessibility, equations, figures and search: one pass over the site in three tabs
+
+# axe-core's rules for WCAG 2.0 and 2.1, levels A and AA. label-content-name-mismatch
+# (WCAG 2.5.3, level A) is tagged "experimental" in axe-core, which leaves it out of a run
+# by tags: it is asked for by name.
+AXE_OPTIONS = {
+    "runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]},
+    "rules": {"label-content-name-mismatch": {"enabled": True}},
+    "resultTypes": ["violations"],
+}
+# axe.run does most of its work before its promise resolves: started from a timer, it runs
+# in each tab's own process at the same time (the light and the dark tab's runs overlap).
+AXE_START_JS = """(options) => {
+    window.courseAxeRun = new Promise((resolve, reject) =>
+        setTimeout(() => axe.run(document, options).then(resolve, reject), 0));
+}"""
+AXE_RESULT_JS = "() => window.courseAxeRun"
+# The theme's colour mode as a returning reader has it: pydata-sphinx-theme's script in
+# each page's head reads it from localStorage, before the page is drawn.
+MODE_INIT_JS = "localStorage.setItem('mode', 'MODE'); localStorage.setItem('theme', 'MODE');"
+THEME_JS = "() => document.documentElement.dataset.theme"
+
+# Each display equation's box (MathJax 2's div.MathJax_Display inside Sphinx's div.math):
+# what keeps a reader from reading all of it. Its TeX source names it.
+EQUATIONS_JS = """() => {
+    const width = document.documentElement.clientWidth;
+    const problems = [];
+    for (const div of document.querySelectorAll("div.math.notranslate")) {
+        const tex = div.querySelector('script[type^="math/tex"]');
+        const name = Array.from((tex || div).textContent.trim().replace(/\\s+/g, " "))
+            .slice(0, 50).join("");
+        const box = div.querySelector(".MathJax_Display");
+        if (!box) {
+            problems.push(`not typeset: ${name}`);
+            continue;
+        }
+        const r = box.getBoundingClientRect();
+        const wide = box.scrollWidth > box.clientWidth + 1;
+        if (wide && !["auto", "scroll"].includes(getComputedStyle(box).overflowX))
+            problems.push(`${box.scrollWidth} px wide in a ${box.clientWidth}-px box that ` +
+                          `does not scroll: ${name}`);
+        const math = box.querySelector(".MathJax");
+        if (math && math.getBoundingClientRect().left < r.left - 1)
+            problems.push(`starts left of its box, out of reach: ${name}`);
+        if (r.left < -1 || r.right > width + 1)
+            problems.push(`its box spans ${Math.round(r.left)} to ${Math.round(r.right)} px ` +
+                          `of a ${width}-px window: ${name}`);
+        for (let up = box.parentElement; up && up !== document.body; up = up.parentElement) {
+            const overflow = getComputedStyle(up).overflowX;
+            if ((overflow === "hidden" || overflow === "clip") &&
+                up.scrollWidth > up.clientWidth + 1) {
+                problems.push(`cut off by ${up.tagName.toLowerCase()}.` +
+                              `${String(up.className).split(" ")[0]}: ${name}`);
+                break;
+            }
+        }
+        if (wide && box.tabIndex < 0 && !box.querySelector('[tabindex]:not([tabindex="-1"])'))
+            problems.push(`scrolls, but the keyboard cannot reach it: ${name}`);
+    }
+    return problems;
+}"""
+DISPLAY_MATH_COUNT_JS = "() => document.querySelectorAll('div.math.notranslate').length"
+
+SEARCH_DONE_JS = "() => !!document.querySelector('#search-results .search-summary')"
+SEARCH_HITS_JS = """() => Array.from(document.querySelectorAll("#search-results ul.search li a"))
+    .map((a) => a.getAttribute("href"))"""
+
+
+def axe_script() -> Path:
+    """axe-core as the pinned package axe-playwright-python ships it (axe.min.js), read
+    from the local file system."""
+    spec = importlib.util.find_spec("axe_playwright_python")
+    if spec is None or spec.origin is None:
+        pytest.fail("axe-playwright-python is not installed: run `make setup` (dev extra)")
+    script = Path(spec.origin).parent / "axe.min.js"
+    assert script.is_file(), f"no axe.min.js in {script.parent}"
+    return script
+
+
+def axe_version(script: Path) -> str:
+    found = re.search(r"axe v(\d+\.\d+\.\d+)", script.read_text(encoding="utf-8")[:200])
+    return found.group(1) if found else "unknown"
+
+
+def test_axe_core_is_a_recent_release():
+    """The accessibility check is only as good as axe-core's rules: 4.10 or later."""
+    version = axe_version(axe_script())
+    assert version != "unknown", "axe.min.js does not say its version in its header"
+    assert tuple(int(n) for n in version.split(".")) >= (4, 10), f"axe-core {version} < 4.10"
+
+
+def book_pages(site: Path) -> list[str]:
+    """Every page a reader can land on (not index.html, which only redirects)."""
+    return [
+        p.relative_to(site).as_posix()
+        for p in html_pages(site)
+        if 'http-equiv="Refresh"' not in p.read_text(encoding="utf-8")
+    ]
+
+
+class Tab:
+    """A headless chromium tab on the served site, in a colour mode, at a width."""
+
+    def __init__(self, browser, server: str, mode: str, width: int, blocked: list, errors: list):
+        self.server, self.mode, self.width = server, mode, width
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        context.add_init_script(MODE_INIT_JS.replace("MODE", mode))
+
+        def route(route):
+            parts = urlsplit(route.request.url)
+            if parts.scheme in {"data", "blob", "about"} or parts.hostname in LOCAL_HOSTS:
+                route.continue_()
+            else:
+                blocked.append(route.request.url)
+                route.abort()
+
+        context.route("**/*", route)
+        self.page = context.new_page()
+        self.page.on("pageerror", lambda e: errors.append(f"{self.page.url}: {e}"))
+
+    def open(self, rel: str) -> None:
+        """Start loading ``rel`` (a path and query on the site): the tabs load together."""
+        self.page.goto(f"{self.server}/{rel}", wait_until="commit")
+
+    def settle(self, rel: str) -> None:
+        """Wait for the page to load and MathJax to finish; check the page is in the tab's
+        colour mode."""
+        self.page.wait_for_load_state("load")
+        if self.page.evaluate(MATH_COUNT_JS):
+            self.page.wait_for_function(MATH_DONE_JS, timeout=60_000)
+        theme = self.page.evaluate(THEME_JS)
+        assert theme == self.mode, f"{rel} shows the {theme} mode, not the {self.mode} one"
+
+    def equation_problems(self, rel: str) -> list[str]:
+        if not self.page.evaluate(DISPLAY_MATH_COUNT_JS):
+            return []
+        return [f"{rel} at {self.width} px: {p}" for p in self.page.evaluate(EQUATIONS_JS)]
+
+    def start_axe(self) -> None:
+        if not self.page.evaluate("() => typeof window.axe === 'object'"):
+            self.page.add_script_tag(path=str(axe_script()))
+        self.page.evaluate(AXE_START_JS, AXE_OPTIONS)
+
+    def axe_violations(self, rel: str) -> list[str]:
+        """What the run started by start_axe found: one line per element and rule."""
+        found = []
+        for rule in self.page.evaluate(AXE_RESULT_JS)["violations"]:
+            for node in rule["nodes"]:
+                target = " ".join(str(t) for t in node["target"])
+                found.append(
+                    f"{rule['id']} ({rule['impact']}): {rel} [{self.mode}]: {target}: "
+                    f"{rule['help']}"
+                )
+        return found
+
+
+class Survey:
+    """What one pass over every page found: axe-core's violations in the light and the dark
+    mode at 1280 px, and the display equations a reader cannot read whole at 1280 and at
+    390 px."""
+
+    def __init__(self):
+        self.pages: list[str] = []
+        self.violations: list[str] = []
+        self.equations: list[str] = []
+        self.blocked: list[str] = []
+        self.errors: list[str] = []
+        self.light: Tab | None = None
+
+
+@pytest.fixture(scope="module")
+def survey(site, server):
+    """Three tabs, light and dark at 1280 px and a phone's 390 px, load each page together:
+    their MathJax and axe-core runs overlap. The light tab stays open for the search test."""
+    chromium = find_chromium()
+    from playwright.sync_api import sync_playwright
+
+    found = Survey()
+    with sync_playwright() as p:
+        browser = launch(p, chromium)
+        try:
+            light, dark, phone = (
+                Tab(browser, server, mode, width, found.blocked, found.errors)
+                for mode, width in (("light", 1280), ("dark", 1280), ("light", 390))
+            )
+            found.light = light
+            found.pages = book_pages(site)
+            for rel in found.pages:
+                html_text = (site / rel.split("?")[0]).read_text(encoding="utf-8")
+                tabs = [light, dark]
+                if '<div class="math notranslate' in html_text:
+                    tabs.append(phone)  # a page with display equations
+                for tab in tabs:
+                    tab.open(rel)
+                light.settle(rel)
+                dark.settle(rel)
+                found.equations += light.equation_problems(rel)
+                light.start_axe()
+                dark.start_axe()
+                if phone in tabs:  # typesets while the other two tabs run axe-core
+                    phone.settle(rel)
+                    found.equations += phone.equation_problems(rel)
+                found.violations += light.axe_violations(rel) + dark.axe_violations(rel)
+            yield found
+        finally:
+            browser.close()
+
+
+def test_every_page_passes_axe_core_in_light_and_dark_mode(survey):
+    """axe-core (the WCAG 2.0 and 2.1 rules of levels A and AA) finds nothing on any page,
+    in either of the theme's colour modes, with nothing loaded from another host."""
+    assert len(survey.pages) >= 19, f"only {len(survey.pages)} pages checked"
+    assert not survey.blocked, "pages tried to load from other hosts:\n" + "\n".join(
+        sorted(set(survey.blocked))
+    )
+    assert not survey.errors, "JavaScript errors:\n" + "\n".join(survey.errors)
+    assert not survey.violations, (
+        f"axe-core {axe_version(axe_script())} found {len(survey.violations)} violation(s) of "
+        "the WCAG 2.1 A/AA rules (rule (impact): page [mode]: element: what is wrong):\n"
+        + "\n".join(survey.violations)
+    )
+
+
+def test_every_display_equation_can_be_read_whole_on_a_laptop_and_a_phone(survey):
+    """At 1280 and at 390 px, each display equation fits its box or its box scrolls sideways
+    (and the keyboard reaches it); no equation is cut off."""
+    assert not survey.equations, "display equations a reader cannot read whole:\n" + "\n".join(
+        survey.equations
+    )
+
+
+class _Figures(HTMLParser):
+    """The images inside <figure> elements: (src, alt)."""
+
+    def __init__(self):
+        super().__init__()
+        self.depth, self.images = 0, []
+
+    def handle_starttag(self, tag, attrs):
+        values = dict(attrs)
+        if tag == "figure":
+            self.depth += 1
+        elif tag == "img" and self.depth:
+            self.images.append((values.get("src", "")[:60], (values.get("alt") or "").strip()))
+
+    def handle_endtag(self, tag):
+        if tag == "figure":
+            self.depth -= 1
+
+
+def test_every_figure_keeps_its_alt_text(site):
+    figures, missing = 0, []
+    for path in html_pages(site):
+        parser = _Figures()
+        parser.feed(path.read_text(encoding="utf-8"))
+        figures += len(parser.images)
+        rel = path.relative_to(site).as_posix()
+        missing += [f"{rel}: {src}" for src, alt in parser.images if not alt]
+    assert figures >= sum(MEASURED_FIGURES.values()), f"only {figures} figures found"
+    assert not missing, "figures without alt text:\n" + "\n".join(missing)
+
+
+def test_the_sites_search_finds_a_chapter_page_offline(survey):
+    """Sphinx's search (its index, searchindex.js, served by the site) finds the chapter
+    that explains label smoothing, with every request off the host blocked; the results
+    page passes axe-core too."""
+    tab, blocked = survey.light, len(survey.blocked)
+    tab.open("search.html?q=label+smoothing")
+    tab.settle("search.html")
+    tab.page.wait_for_function(SEARCH_DONE_JS, timeout=30_000)
+    hits = tab.page.evaluate(SEARCH_HITS_JS)
+    chapters = [h.split("#")[0] for h in hits if re.match(r"book/0\d_\w+\.html", h)]
+    assert "book/06_transformer.html" in chapters, (
+        f"searching 'label smoothing' did not find chapter 6; it found {hits}"
+    )
+    tab.start_axe()
+    violations = tab.axe_violations("search.html?q=label+smoothing")
+    assert len(survey.blocked) == blocked, "the search tried to reach other hosts:\n" + "\n".join(
+        survey.blocked[blocked:]
+    )
+    assert not violations, "axe-core on the search results:\n" + "\n".join(violations)
