@@ -10,6 +10,7 @@ in tests: these machines are noisy. Run it on a quiet machine.
 import argparse
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from nbclient import NotebookClient
 from attention_course.runtime import GRADING_ENV
 from autograder.chapters import chapters_in, solution_path
 from autograder.submissions import solved_notebook, write_submission
+from benchmarks.pages import PAGE_BUDGET_BYTES, course_page_weights
 from benchmarks.tables import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,15 +97,43 @@ def grade_one(chapter: str) -> None:
         )
 
 
+# Where --book builds the site (kept after the build, for its pages' weights).
+BOOK_OUT = Path(tempfile.gettempdir()) / "attention-course-benchmark-book"
+
+
 def build_book() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        jb = Path(sys.executable).parent / "jupyter-book"
-        subprocess.run(
-            [str(jb), "build", str(ROOT), "--path-output", tmp, "-W", "-n", "--keep-going"],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-        )
+    shutil.rmtree(BOOK_OUT, ignore_errors=True)
+    jb = Path(sys.executable).parent / "jupyter-book"
+    subprocess.run(
+        [str(jb), "build", str(ROOT), "--path-output", str(BOOK_OUT), "-W", "-n", "--keep-going"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+
+
+def page_weights_row(site: Path) -> tuple[str, ...]:
+    """The heaviest course page of a built site against the budget; every page's weight
+    written to benchmarks/page-sizes.md."""
+    weights = course_page_weights(site)
+    rows = [[rel, f"{size / 1024:.0f}"] for rel, size in sorted(weights.items())]
+    (ROOT / "benchmarks" / "page-sizes.md").write_text(
+        "# Page sizes\n\nEach page of the course's website from a clean build (`python -m "
+        "benchmarks.run --book`): its HTML and the images it shows, in KiB (the theme's "
+        f"shared files not counted; budget {PAGE_BUDGET_BYTES // 1024} KiB a page), measured "
+        f"{time.strftime('%Y-%m-%d')}.\n\n" + markdown_table(["page", "KiB"], rows) + "\n",
+        encoding="utf-8",
+    )
+    heaviest = max(weights, key=weights.get)
+    kib, budget = weights[heaviest] / 1024, PAGE_BUDGET_BYTES // 1024
+    return (
+        "heaviest page of the book, KiB",
+        f"{kib:.0f}",
+        f"{heaviest}; {len(weights)} pages, {sum(weights.values()) / 1024**2:.1f} MiB in all",
+        f"{budget} KiB",
+        "within" if kib <= budget else "OVER",
+        "its HTML and the images it shows (benchmarks/page-sizes.md)",
+    )
 
 
 def run_suite() -> None:
@@ -207,6 +237,8 @@ def main(argv=None) -> int:
             build_book,
             1,
         )
+        rows.append(page_weights_row(BOOK_OUT / "_build" / "html"))
+        write_table(rows)
     if args.suite:
         record("whole test suite", "test suite", "make test", run_suite, 1)
 

@@ -26,6 +26,7 @@ from browser import chromium as find_chromium
 from browser import launch
 
 from autograder.leaks import MARKERS, course_secret_lines, find_leaks
+from benchmarks.pages import PAGE_BUDGET_BYTES, Assets, course_page_weights, html_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
@@ -52,7 +53,7 @@ EXPLORERS = {
     "book/08_language_models.html": 1,
     "book/09_vision_transformer.html": 2,
 }
-PAGE_BUDGET_BYTES = 2 * 1024 * 1024  # a page with its images, for readers on a phone
+
 
 pytestmark = pytest.mark.slow
 
@@ -75,11 +76,6 @@ def site() -> Path:
             f"full log in {log}, last lines:\n{build.log_tail()}"
         )
     return build.html
-
-
-def html_pages(site: Path) -> list[Path]:
-    """Every page of the site (theme fragments under _static/ are not pages)."""
-    return sorted(p for p in site.rglob("*.html") if "_static" not in p.relative_to(site).parts)
 
 
 def toc_files() -> list[str]:
@@ -193,19 +189,6 @@ def test_the_notebook_pages_give_the_readmes_set_up_command():
     )
 
 
-def page_weight(site: Path, page: Path) -> int:
-    """Bytes a browser downloads for a page's own content: its HTML (with the images it
-    embeds) and the local images it shows (the theme's shared files not counted)."""
-    parser = _Assets()
-    parser.feed(page.read_text(encoding="utf-8"))
-    total = page.stat().st_size
-    for url in parser.urls:
-        target = (page.parent / url.split("#")[0].split("?")[0]).resolve()
-        if not url.startswith("data:") and "_images" in target.parts and target.is_file():
-            total += target.stat().st_size
-    return total
-
-
 def test_every_chapter_page_links_its_terms_to_the_glossary(site):
     """One vocabulary: the glossary defines each term once, the intro and every chapter page
     link their terms to it, every link lands on a definition, and no term goes unused."""
@@ -227,11 +210,7 @@ def test_every_chapter_page_links_its_terms_to_the_glossary(site):
 
 
 def test_pages_stay_light(site):
-    weights = {
-        p.relative_to(site).as_posix(): page_weight(site, p)
-        for p in html_pages(site)
-        if p.relative_to(site).parts[0] in {"book", "notebooks"}
-    }
+    weights = course_page_weights(site)
     report = "\n".join(f"{size / 1024:8.0f} KiB  {rel}" for rel, size in sorted(weights.items()))
     (ROOT / "test-artifacts").mkdir(exist_ok=True)
     (ROOT / "test-artifacts" / "page-sizes.txt").write_text(report + "\n", encoding="utf-8")
@@ -252,46 +231,10 @@ def test_mathjax_is_served_from_the_site(site):
     assert "_static/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full" in page
 
 
-class _Assets(HTMLParser):
-    """The URLs a page makes the browser fetch: script, link, img, iframe, source, etc."""
-
-    ATTRS = {
-        "script": "src",
-        "link": "href",
-        "img": "src",
-        "iframe": "src",
-        "source": "src",
-        "video": "src",
-        "audio": "src",
-        "embed": "src",
-        "object": "data",
-    }
-
-    def __init__(self):
-        super().__init__()
-        self.urls: list[str] = []
-        self.inline: list[str] = []
-        self._in_script = False
-
-    def handle_starttag(self, tag, attrs):
-        wanted = self.ATTRS.get(tag)
-        values = dict(attrs)
-        if wanted and values.get(wanted):
-            self.urls.append(values[wanted])
-        self._in_script = tag in {"script", "style"}
-
-    def handle_endtag(self, tag):
-        self._in_script = False
-
-    def handle_data(self, data):
-        if self._in_script:
-            self.inline.append(data)
-
-
 def test_no_page_references_another_host(site):
     problems = []
     for page in html_pages(site):
-        parser = _Assets()
+        parser = Assets()
         parser.feed(page.read_text(encoding="utf-8"))
         rel = page.relative_to(site)
         for url in parser.urls:
