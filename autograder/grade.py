@@ -8,10 +8,13 @@ is a pipeline; each step is a function below it, and each concern lives in its o
 1. **discover** what is in SUBMISSIONS (``autograder/discover.py``);
 2. **open the run** (:func:`open_run`): OUT made, ``OUT/graded.json`` read, the gradebook
    backed up (``autograder/gradebook.py``), the settings every kernel gets (the sandbox of
-   ``autograder/sandbox.py``, the folders hidden from it, the cell timeout);
+   ``autograder/sandbox.py``, the folders hidden from it, the cell timeout), and where the
+   kernels will import the course from (``autograder/kernel_imports.py``);
 3. **prepare the chapters** (:func:`prepare_chapters`): each chapter's release made from
-   its solution notebook, and its *key* for the check outside the kernel
-   (``autograder/outside.py``);
+   its solution notebook; the solution itself graded as a submission, which must earn full
+   marks in this environment before any submission is graded
+   (``autograder/solution_check.py``); and the chapter's *key* for the check outside the
+   kernel (``autograder/outside.py``);
 4. **plan** (:func:`plan_jobs`): a job per (student, chapter) that is new or changed, its
    released cells put back as released (``autograder/restore.py``); a submission whose
    notebook and solution are as when it was last graded is skipped unless ``regrade``;
@@ -19,7 +22,8 @@ is a pipeline; each step is a function below it, and each concern lives in its o
    sandboxed kernel (``autograder/job.py``), run here or in worker processes
    (``autograder/pool.py``) or on a Dask cluster (``autograder/cluster.py``); each is
    recorded in ``OUT/graded.json`` as it finishes, so a run started again grades only what
-   was left;
+   was left; a chapter whose setup cell failed for every submission is an environment
+   problem, recorded as not graded (``autograder/solution_check.py``);
 6. **collect the rows** (:func:`collect_rows`): the scores of every submission graded into
    OUT, this run's and earlier ones', read from the gradebook (manual grades included);
 7. **withhold flagged exercises** (``autograder/review.py``), 8. **check outside the
@@ -35,7 +39,6 @@ jobs finish in. A chapter missing from this run's submissions never replaces a r
 recorded earlier.
 """
 
-import json
 import os
 import shutil
 import sys
@@ -53,6 +56,7 @@ from autograder.discover import discover, read_submission, submission_note
 from autograder.feedback import notify
 from autograder.files import file_hash
 from autograder.job import GradingSettings, Job, grading_config, nbgrader_for, quiet_nbgrader
+from autograder.kernel_imports import check_kernel_imports
 from autograder.outfolder import (
     CELLS_CSV,
     GRADED,
@@ -68,9 +72,10 @@ from autograder.outside import OutsideCheck, key_cache
 from autograder.pool import run_here, run_in_processes
 from autograder.release import validate_solution_notebook
 from autograder.report import write_report
-from autograder.restore import restore
+from autograder.restore import stage
 from autograder.review import withhold_flagged
 from autograder.sandbox import check_sandbox
+from autograder.solution_check import check_solutions, setup_failures
 
 
 @dataclass
@@ -83,6 +88,7 @@ class GradeReport:
     workers: int = 1
     graded: int = 0  # submissions graded by this run
     up_to_date: int = 0  # submissions skipped: graded by an earlier run, unchanged since
+    environment: list[str] = field(default_factory=list)  # the environment's faults found
 
     def totals(self) -> dict[tuple[str, str], tuple[float, float]]:
         """(student, chapter) -> (points, max points)."""
@@ -116,6 +122,14 @@ class Plan:
     notes: dict[tuple[str, str], str] = field(default_factory=dict)  # submission_note's
     reasons: dict[tuple[str, str], str | None] = field(default_factory=dict)  # None: graded
     up_to_date: int = 0
+
+    def graded(self) -> list[tuple[str, str]]:
+        """The (student, chapter) of every job this run graded."""
+        return [
+            (j.student, j.chapter)
+            for j in self.jobs
+            if self.reasons.get((j.student, j.chapter), "") is None
+        ]
 
 
 def grade(
@@ -154,20 +168,25 @@ def grade(
     if sandbox:
         check_sandbox()
     run = open_run(root, submissions, out, db_url, sandbox, cell_timeout, log, problems)
+    check_kernel_imports(list(run.settings.hidden))
     api = nbgrader_for(run.settings)
     wanted = sorted({ch for chs in found.values() for ch in chs}, key=course_order)
     solutions = prepare_chapters(run, api, wanted)
     outside = OutsideCheck(root, out, grading_config(run.settings), log)
+    check_solutions(root, run.out, run.settings, wanted, outside, log)
     outside.prepare(wanted)
     plan = plan_jobs(run, found, solutions, regrade)
     run_jobs(run, plan, api, workers, scheduler)
+    broken = setup_failures(run.out, run.ledger, plan.graded())
     recorded = collect_rows(run, plan)
     rows = withhold_flagged(root, run.out, recorded, run.problems)
     rows = check_outside(run, outside, rows)
     notify(root, run.out, recorded, rows)
     write_results(run, rows)
     seconds = time.perf_counter() - start
-    return GradeReport(rows, run.problems, seconds, workers, len(plan.jobs), plan.up_to_date)
+    report = GradeReport(rows, run.problems, seconds, workers, len(plan.jobs), plan.up_to_date)
+    report.environment = broken
+    return report
 
 
 def _check_options(workers: int | None, cell_timeout: int | None) -> int:
@@ -320,32 +339,13 @@ def _plan_one(run, plan, student, chapter, path, regrade, released) -> None:
         plan.up_to_date += 1
         plan.reasons[pair] = None
         return
-    repaired = _stage(run.out, path, student, chapter, released)
+    repaired = stage(run.out, path, student, chapter, released)
     note = "; ".join(filter(None, (submission_note(path, chapter), repaired)))
     plan.notes[pair] = note
     if note:
         run.problems.append(f"{student} / {chapter}: {note}")
     plan.jobs.append(Job(student, chapter, run.out))
     plan.digests[pair] = digest
-
-
-def _stage(out: Out, path: Path, student: str, chapter: str, released: dict) -> str | None:
-    """Write the submission at ``path`` where nbgrader takes it from, its released cells
-    put back as released (``autograder/restore.py``); what was put back."""
-    if chapter not in released:
-        released[chapter] = json.loads(out.released(chapter).read_text(encoding="utf-8"))
-    staged = out.submitted(student, chapter)
-    staged.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        restored, repaired = restore(
-            json.loads(path.read_text(encoding="utf-8")), released[chapter]
-        )
-    except Exception as error:  # nbformat read it: leave it to nbgrader as it is
-        if Path(path).resolve() != staged.resolve():
-            shutil.copyfile(path, staged)
-        return f"its cells could not be checked ({type(error).__name__}: {error})"
-    staged.write_text(json.dumps(restored, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return repaired
 
 
 # ---------------------------------------------------------------------------------- 5. run

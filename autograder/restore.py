@@ -23,10 +23,14 @@ was put back is said in one line, which ``grade`` shows as a warning and in the 
 """
 
 import copy
+import json
+import shutil
 import uuid
+from pathlib import Path
 
 from autograder.cells import exercise_above, metadata
 from autograder.cells import grade_id as cell_grade_id
+from autograder.outfolder import Out
 
 
 def _source(cell) -> str:
@@ -133,3 +137,22 @@ def _unique_ids(cells: list) -> None:
         if cell["id"] in taken:
             cell["id"] = uuid.uuid4().hex[:8]
         taken.add(cell["id"])
+
+
+def stage(out: Out, path: Path, student: str, chapter: str, released: dict) -> str | None:
+    """Write the submission at ``path`` where nbgrader takes it from, its released cells
+    put back as released (:func:`restore`); what was put back."""
+    if chapter not in released:
+        released[chapter] = json.loads(out.released(chapter).read_text(encoding="utf-8"))
+    staged = out.submitted(student, chapter)
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        restored, repaired = restore(
+            json.loads(path.read_text(encoding="utf-8")), released[chapter]
+        )
+    except Exception as error:  # nbformat read it: leave it to nbgrader as it is
+        if Path(path).resolve() != staged.resolve():
+            shutil.copyfile(path, staged)
+        return f"its cells could not be checked ({type(error).__name__}: {error})"
+    staged.write_text(json.dumps(restored, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return repaired

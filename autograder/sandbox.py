@@ -5,7 +5,8 @@
 
     bwrap --ro-bind / / --dev /dev --proc /proc --remount-ro /proc
           --size 536870912 --tmpfs /tmp
-          --ro-bind DIR DIR  (the course, the venv, the interpreter, where they lie in /tmp)
+          --ro-bind DIR DIR  (the course as the kernel imports it, the venv, the
+                              interpreter, where they lie in /tmp)
           --tmpfs /run --remount-ro /run
           --tmpfs OUT --remount-ro OUT --tmpfs SUBMISSIONS --remount-ro SUBMISSIONS
           --bind SOCKETS SOCKETS --chdir /tmp
@@ -51,6 +52,7 @@ from traitlets import Bool, Integer, List, Unicode
 
 from autograder.cells import grade_id
 from autograder.chapters import INSTALLED_ROOT, CourseError
+from autograder.kernel_imports import kernel_imports
 
 # Address space (RLIMIT_AS) of a grading kernel. PyTorch reserves far more virtual memory
 # than it touches: the solution kernels of the seven chapters, in grading mode on one
@@ -140,23 +142,32 @@ def check_sandbox() -> None:
         )
 
 
-def _needed_under_tmp() -> list[str]:
-    """The folders under /tmp that the kernel must still read once its /tmp is a private,
-    empty one: the course (a CI checkout often lives in /tmp), the interpreter and the
-    folders Python imports from. Outermost folders only."""
-    candidates = {
+def _needed_under_tmp() -> list[tuple[str, str]]:
+    """What the kernel must still read under /tmp once its /tmp is a private, empty one,
+    as (source, destination) pairs to bind: the course (a CI checkout often lives in
+    /tmp), the interpreter, the folders the grader imports from, and the folders the
+    *kernel's* interpreter imports the course from (``autograder/kernel_imports.py``: an
+    editable install may point elsewhere). A folder reached through a link is bound at the
+    link's path from the link's target. Outermost destinations only."""
+    named = {
         INSTALLED_ROOT,
-        Path(sys.executable).resolve().parent,
-        *(Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)),
-        *(Path(p).resolve() for p in sys.path if p and Path(p).is_dir()),
+        Path(sys.executable).parent,
+        *(Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)),
+        *(Path(p) for p in sys.path if p and Path(p).is_dir()),
+        *(Path(p) for p in kernel_imports().folders()),
     }
     tmp = Path("/tmp").resolve()
-    inside = sorted(p for p in candidates if p != tmp and p.is_relative_to(tmp))
-    outermost: list[Path] = []
-    for path in inside:
-        if not any(path.is_relative_to(kept) for kept in outermost):
-            outermost.append(path)
-    return [str(p) for p in outermost]
+    binds: dict[Path, Path] = {}  # destination -> source
+    for path in named:
+        path, target = Path(os.path.abspath(path)), path.resolve()
+        for destination in (path, target):
+            if destination != tmp and destination.is_relative_to(tmp):
+                binds.setdefault(destination, target)
+    outermost: list[tuple[str, str]] = []
+    for destination in sorted(binds):
+        if not any(destination.is_relative_to(Path(kept)) for _, kept in outermost):
+            outermost.append((str(binds[destination]), str(destination)))
+    return outermost
 
 
 def sandbox_command(
@@ -177,8 +188,8 @@ def sandbox_command(
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     args += ["--remount-ro", "/proc"]
     args += ["--size", str(tmp_size), "--tmpfs", "/tmp"]
-    for folder in _needed_under_tmp():  # a checkout or a venv in /tmp stays readable
-        args += ["--ro-bind", folder, folder]
+    for source, destination in _needed_under_tmp():  # a checkout or venv in /tmp stays
+        args += ["--ro-bind", source, destination]
     for folder in ["/run", *hidden]:  # seen empty and read-only
         if Path(folder).is_dir():
             args += ["--tmpfs", str(folder), "--remount-ro", str(folder)]
