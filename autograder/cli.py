@@ -1,4 +1,5 @@
-"""Command line: ``python -m autograder {release,check,collect,grade,report} ...``.
+"""Command line: ``python -m autograder {release,check,collect,grade,report,validate} ...``
+(``validate`` is the students' check of a notebook before they hand it in).
 
 Every path argument may be relative (to the working directory, which may be the course's
 top folder or any folder below it) or absolute."""
@@ -51,6 +52,15 @@ def _parser() -> argparse.ArgumentParser:
         help="per exercise, the class's scores and known mistakes: OUT/report/index.html and CSV",
     )
     p.add_argument("out", type=Path, help="the --out folder of a `grade` run")
+    p = sub.add_parser(
+        "validate",
+        help="a student's check before handing in: run NOTEBOOK as `grade` will and say what "
+        "is not done, which visible tests fail, what is put back or flagged",
+    )
+    p.add_argument("notebook", type=Path, help="the notebook to hand in (.ipynb)")
+    p.add_argument(
+        "--chapter", default=None, help="the chapter it answers (default: from its name or cells)"
+    )
     return parser
 
 
@@ -145,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         "collect": _collect,
         "grade": _grade,
         "report": _report,
+        "validate": _validate,
     }[args.command]
     try:
         return command(args)
@@ -263,3 +274,13 @@ def _collect(args) -> int:
         f"unchanged, {len(report.problems)} warning{'s' if len(report.problems) != 1 else ''})"
     )
     return 0
+
+
+def _validate(args) -> int:
+    """``validate NOTEBOOK [--chapter CH]``: 0 when it is ready to hand in, 1 when something
+    needs the student's attention."""
+    from autograder.validate import text, validate
+
+    found = validate(args.notebook, args.chapter, args.course_dir)
+    print(text(found))
+    return 1 if found.needs_attention else 0
