@@ -1,5 +1,6 @@
-"""Command line: ``python -m autograder {release,check,collect,grade,report,validate} ...``
-(``validate`` is the students' check of a notebook before they hand it in).
+"""Command line: ``python -m autograder {release,check,collect,grade,report,validate,
+export} ...`` (``validate`` is the students' check of a notebook before they hand it in;
+``export`` writes the grades into the file Canvas, Moodle or Blackboard imports).
 
 Every path argument may be relative (to the working directory, which may be the course's
 top folder or any folder below it) or absolute."""
@@ -52,6 +53,13 @@ def _parser() -> argparse.ArgumentParser:
         help="per exercise, the class's scores and known mistakes: OUT/report/index.html and CSV",
     )
     p.add_argument("out", type=Path, help="the --out folder of a `grade` run")
+    _export_arguments(
+        sub.add_parser(
+            "export",
+            help="write OUT's grades into the file Canvas, Moodle or Blackboard imports, "
+            "from its export of the class (and Moodle's feedback zip)",
+        )
+    )
     p = sub.add_parser(
         "validate",
         help="a student's check before handing in: run NOTEBOOK as `grade` will and say what "
@@ -81,6 +89,50 @@ def _collect_arguments(p: argparse.ArgumentParser) -> None:
         "--force",
         action="store_true",
         help="replace a student's notebook already in SUBMISSIONS that differs",
+    )
+
+
+def _export_arguments(p: argparse.ArgumentParser) -> None:
+    """``export``'s arguments: OUT, the LMS and its roster, where to write, which columns."""
+    p.add_argument("out", type=Path, help="the --out folder of a `grade` run")
+    p.add_argument("--lms", required=True, choices=("canvas", "moodle", "blackboard"))
+    p.add_argument(
+        "--roster",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="the LMS's export of the class: Canvas's gradebook export; Moodle's gradebook "
+        "export or an assignment's grading worksheet; Blackboard's Work Offline download",
+    )
+    p.add_argument(
+        "--to",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="the file to write (default: OUT/export/<lms>/<the roster's name>)",
+    )
+    p.add_argument(
+        "--column",
+        action="append",
+        default=[],
+        metavar="CHAPTER=COLUMN NAME",
+        help="put CHAPTER's points (its id or number) in this column of the roster, or in a "
+        "new column of that name (repeatable; default: the column whose name holds the "
+        "chapter's id or starts with its number)",
+    )
+    p.add_argument(
+        "--chapter",
+        action="append",
+        dest="chapters",
+        help="export only this chapter (repeatable); a Moodle grading worksheet holds one",
+    )
+    p.add_argument(
+        "--id-column",
+        default=None,
+        metavar="NAME",
+        help="the roster's column that holds OUT's student ids (default: Canvas's ID, "
+        "Blackboard's Username, Moodle's participant id, or ID number, Username, Email "
+        "address: the one that holds the most graded students)",
     )
 
 
@@ -155,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         "collect": _collect,
         "grade": _grade,
         "report": _report,
+        "export": _export,
         "validate": _validate,
     }[args.command]
     try:
@@ -272,6 +325,35 @@ def _collect(args) -> int:
         f"placed {len(report.placed)} notebook{'s' if len(report.placed) != 1 else ''} in "
         f"{args.out}/<student>/{args.chapter}/ ({len(report.unchanged)} already there and "
         f"unchanged, {len(report.problems)} warning{'s' if len(report.problems) != 1 else ''})"
+    )
+    return 0
+
+
+def _export(args) -> int:
+    """``export OUT --lms LMS --roster FILE``: needs no course folder. 0 when the file was
+    written, whatever was reported."""
+    from autograder.export import export
+
+    report = export(
+        args.out, args.lms, args.roster, args.to, args.column, args.chapters, args.id_column
+    )
+    for c in report.columns:
+        print(f"{c.chapter:28s} -> {c.name!r} ({c.how})")
+    matched = len(report.matched)
+    print(f"students matched on the roster's {report.id_column!r} column: {matched}")
+    for line in report.no_column + report.no_result + report.not_in_roster + report.problems:
+        print(f"warning: {line}", file=sys.stderr)
+    for note in report.notes:
+        print(f"note: {note}")
+    for path in report.written:
+        print(f"wrote {path}")
+    others = len(report.problems)
+    print(
+        f"exported {report.filled} grade{'s' if report.filled != 1 else ''} of {matched} "
+        f"student{'s' if matched != 1 else ''} to {report.lms}; "
+        f"{len(report.no_result)} roster student(s) without a result, "
+        f"{len(report.not_in_roster)} graded student(s) not in the roster, "
+        f"{len(report.no_column)} chapter(s) without a column, {others} other warning(s)"
     )
     return 0
 
