@@ -18,8 +18,15 @@ POINTS_POSSIBLE = "Points Possible"
 class Canvas(Gradebook):
     lms = "Canvas"
     id_columns = ("ID", "SIS User ID", "SIS Login ID", "Integration ID")
-    keep = ("Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "Root Account")
-    keep += ("Section",)
+    keep = (
+        "Student",
+        "ID",
+        "SIS User ID",
+        "SIS Login ID",
+        "Integration ID",
+        "Root Account",
+        "Section",
+    )
 
     def title(self, column: str) -> str:
         return re.sub(r"\s*\(\d+\)\s*$", "", column).strip()
