@@ -2,6 +2,10 @@
 export} ...`` (``validate`` is the students' check of a notebook before they hand it in;
 ``export`` writes the grades into the file Canvas, Moodle or Blackboard imports).
 
+``review OUT`` opens a graded class in nbgrader's formgrader (JupyterLab) to grade by hand,
+then brings OUT's grades, feedback pages and report up to date with what was graded there
+(``review OUT --apply`` does only that).
+
 Every path argument may be relative (to the working directory, which may be the course's
 top folder or any folder below it) or absolute."""
 
@@ -48,6 +52,13 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("grade", help="grade SUBMISSIONS/<student>/<chapter>/<chapter>.ipynb")
     _grade_arguments(p)
     _grading_run_arguments(p)
+    _review_arguments(
+        sub.add_parser(
+            "review",
+            help="grade OUT by hand in nbgrader's formgrader (JupyterLab), then bring its "
+            "grades, feedback and report up to date; --apply: only the latter",
+        )
+    )
     p = sub.add_parser(
         "report",
         help="per exercise, the class's scores and known mistakes: OUT/report/index.html and CSV",
@@ -199,6 +210,37 @@ def _grading_run_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _review_arguments(p: argparse.ArgumentParser) -> None:
+    """``review``'s arguments: OUT, its gradebook, and the server's port."""
+    p.add_argument("out", type=Path, help="the --out folder of a `grade` run")
+    p.add_argument(
+        "--apply",
+        action="store_true",
+        help="start no formgrader: bring OUT's grades, feedback pages and report up to date "
+        "with what was graded by hand in its gradebook",
+    )
+    p.add_argument(
+        "--db",
+        default=None,
+        metavar="URL",
+        help="the gradebook OUT was graded into, when graded.json cannot say it whole (a "
+        "PostgreSQL password is never kept in OUT)",
+    )
+    p.add_argument(
+        "--port",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="serve JupyterLab on this port of 127.0.0.1 (default: a free one)",
+    )
+    p.add_argument(
+        "--no-browser",
+        dest="browser",
+        action="store_false",
+        help="print the formgrader's address without opening it in a browser",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     command = {
@@ -207,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         "collect": _collect,
         "grade": _grade,
         "report": _report,
+        "review": _review,
         "export": _export,
         "validate": _validate,
     }[args.command]
@@ -366,3 +409,44 @@ def _validate(args) -> int:
     found = validate(args.notebook, args.chapter, args.course_dir)
     print(text(found))
     return 1 if found.needs_attention else 0
+
+
+def _review(args) -> int:
+    """``review OUT``: the formgrader until Ctrl-C, then OUT brought up to date with what was
+    graded by hand; ``review OUT --apply``: only the latter."""
+    root = find_root(args.course_dir)
+    from autograder.formgrader import Server, gradebook_url
+    from autograder.grade import apply_by_hand
+    from autograder.outfolder import BY_HAND_CSV, CELLS_CSV, GRADES_CSV, Out, read_by_hand
+
+    out = Out(args.out.resolve())
+    url = gradebook_url(out, args.db)
+    if not args.apply:
+        with Server(out, url, args.port) as server:
+            print(f"nbgrader's formgrader on {out.work}: {server.formgrader}")
+            print(f"JupyterLab (menu Nbgrader > Formgrader): {server.lab}")
+            print("grade by hand there, then press Ctrl-C here to stop it and update OUT")
+            sys.stdout.flush()
+            if args.browser:
+                import webbrowser
+
+                webbrowser.open(server.formgrader)
+            server.wait()
+        print("the formgrader stopped: bringing OUT up to date with what was graded by hand")
+    report = apply_by_hand(root, out.folder, url)
+    for problem in report.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    graded = read_by_hand(out / BY_HAND_CSV)
+    scored = sum(1 for g in graded if g.points is not None)
+    commented = sum(1 for g in graded if g.comment)
+    submissions = len({(g.student, g.chapter) for g in graded})
+    print(
+        f"graded by hand: {scored} score{'s' if scored != 1 else ''} and {commented} "
+        f"comment{'s' if commented != 1 else ''} in {submissions} submission"
+        f"{'s' if submissions != 1 else ''} ({out / BY_HAND_CSV})"
+    )
+    print(
+        f"wrote {out / GRADES_CSV}, {out / CELLS_CSV}, {out / 'feedback'}/ and "
+        f"{out / 'report' / 'index.html'}"
+    )
+    return 0

@@ -27,7 +27,7 @@ from traitlets import Bool
 
 from autograder.cells import grade_id, is_graded, is_solution
 from autograder.chapters import solution_path
-from autograder.outfolder import GradeRow, Out
+from autograder.outfolder import GradeRow, HandGrade, Out
 
 # Where the feedback template keeps what it shows for a test cell.
 METADATA_KEY = "autograder"
@@ -294,6 +294,22 @@ def notice_html(lowered: list[tuple[str, str, float, float, str]], total: tuple)
     )
 
 
+def by_hand_html(scored: list[tuple[str, str, float, float]]) -> str:
+    """The box at the top of a feedback page for the test cells the instructor scored by
+    hand: ``scored`` is (grade id, test name, points, max points)."""
+    items = "".join(
+        f'<li><a href="#{html.escape(cell)}">{html.escape(name)}</a>: '
+        f"{points:g} / {max_points:g} points, given by your instructor.</li>"
+        for cell, name, points, max_points in scored
+    )
+    return (
+        f'{NOTICE_START}<div class="alert alert-info course-notice" role="status">'
+        "<h4>Reviewed by your instructor</h4><p>Your instructor read your notebook and scored "
+        f"these cells by hand:</p><ul>{items}</ul>"
+        f"</div>{NOTICE_END}\n"
+    )
+
+
 def with_notice(page: str, notice: str | None) -> str:
     """``page`` with its notice replaced by ``notice`` (None: no notice), at the top of the
     body; a page given its own notice again is unchanged."""
@@ -312,11 +328,22 @@ def with_notice(page: str, notice: str | None) -> str:
 # --- after the notebook ran ---------------------------------------------------------------
 
 
-def notify(root: Path, out: Out, recorded: list[GradeRow], rows: list[GradeRow]) -> None:
+def notify(
+    root: Path,
+    out: Out,
+    recorded: list[GradeRow],
+    rows: list[GradeRow],
+    by_hand: list[HandGrade] = (),
+) -> None:
     """Tell each student on their feedback page what the grader decided after their
     notebook ran: which test cells lost points to the scan or to the check outside the
-    kernel, and why (``recorded``: the scores of the gradebook, ``rows``: the final ones).
-    A page whose cells all kept their points loses any notice an earlier run put there."""
+    kernel, and why (``recorded``: the scores of the gradebook, ``rows``: the final ones);
+    and which cells the instructor scored by hand (``by_hand``). A page with nothing to
+    tell loses any notice an earlier run put there."""
+    scored: dict[tuple[str, str], list[HandGrade]] = {}
+    for g in by_hand:
+        if g.points is not None and g.max_points is not None:
+            scored.setdefault((g.student, g.chapter), []).append(g)
     before = {(r.student, r.chapter, r.cell): r.points for r in recorded}
     totals: dict[tuple[str, str], tuple[float, float]] = {}
     lowered: dict[tuple[str, str], list[GradeRow]] = {}
@@ -331,13 +358,20 @@ def notify(root: Path, out: Out, recorded: list[GradeRow], rows: list[GradeRow])
         page = out.feedback(student, chapter)
         if not page.is_file():
             continue
-        notice = None
+        notices = []
         if (student, chapter) in lowered:
             cells = [
                 (r.cell, names.of(chapter, r.cell), r.points, r.max_points, r.status)
                 for r in lowered[(student, chapter)]
             ]
-            notice = notice_html(cells, total)
+            notices.append(notice_html(cells, total))
+        if (student, chapter) in scored:
+            cells = [
+                (g.cell, names.of(chapter, g.cell), g.points, g.max_points)
+                for g in scored[(student, chapter)]
+            ]
+            notices.append(by_hand_html(cells))
+        notice = "".join(notices) or None
         text = page.read_text(encoding="utf-8")
         changed = with_notice(text, notice)
         if changed != text:

@@ -25,11 +25,16 @@ is a pipeline; each step is a function below it, and each concern lives in its o
    was left; a chapter whose setup cell failed for every submission is an environment
    problem, recorded as not graded (``autograder/solution_check.py``);
 6. **collect the rows** (:func:`collect_rows`): the scores of every submission graded into
-   OUT, this run's and earlier ones', read from the gradebook (manual grades included);
-7. **withhold flagged exercises** (``autograder/review.py``), 8. **check outside the
-   kernel** (:func:`check_outside`), 9. **write** the notices on the feedback pages
-   (``autograder/feedback.py``), the CSV files and the class report
-   (``autograder/report.py``).
+   OUT, this run's and earlier ones', read from the gradebook, and what was graded by hand
+   there (:func:`graded_by_hand`: nbgrader's formgrader, ``python -m autograder review``);
+7. **withhold flagged exercises** (``autograder/review.py``; a test cell scored by hand
+   keeps its score), 8. **check outside the kernel** (:func:`check_outside`), 9. **write**
+   the feedback pages of submissions graded by hand since their page was made
+   (:func:`remake_feedback`), the notices on the feedback pages (``autograder/feedback.py``),
+   the CSV files and the class report (``autograder/report.py``).
+
+Steps 6 to 9 are :func:`finish`; :func:`apply_by_hand` runs them alone, grading nothing,
+after grading by hand (``python -m autograder review``).
 
 One bad submission never stops the batch: an unreadable notebook, a missing one or one
 whose kernel dies gets zero points on every cell, with the reason in the ``status`` column.
@@ -39,6 +44,8 @@ jobs finish in. A chapter missing from this run's submissions never replaces a r
 recorded earlier.
 """
 
+import hashlib
+import json
 import os
 import shutil
 import sys
@@ -55,16 +62,26 @@ from autograder.cluster import run_on_cluster
 from autograder.discover import discover, read_submission, submission_note
 from autograder.feedback import notify
 from autograder.files import file_hash
-from autograder.job import GradingSettings, Job, grading_config, nbgrader_for, quiet_nbgrader
+from autograder.job import (
+    GradingSettings,
+    Job,
+    grading_config,
+    nbgrader_for,
+    quiet_nbgrader,
+    write_feedback,
+)
 from autograder.kernel_imports import check_kernel_imports
 from autograder.outfolder import (
+    BY_HAND_CSV,
     CELLS_CSV,
     GRADED,
     GRADES_CSV,
     LEDGER,
     GradeRow,
+    HandGrade,
     Ledger,
     Out,
+    write_by_hand,
     write_csv,
     write_wide_csv,
 )
@@ -73,7 +90,7 @@ from autograder.pool import run_here, run_in_processes
 from autograder.release import validate_solution_notebook
 from autograder.report import write_report
 from autograder.restore import stage
-from autograder.review import withhold_flagged
+from autograder.review import FLAGGED, withhold_flagged
 from autograder.sandbox import check_sandbox
 from autograder.solution_check import check_solutions, setup_failures
 
@@ -178,11 +195,7 @@ def grade(
     plan = plan_jobs(run, found, solutions, regrade)
     run_jobs(run, plan, api, workers, scheduler)
     broken = setup_failures(run.out, run.ledger, plan.graded())
-    recorded = collect_rows(run, plan)
-    rows = withhold_flagged(root, run.out, recorded, run.problems)
-    rows = check_outside(run, outside, rows)
-    notify(root, run.out, recorded, rows)
-    write_results(run, rows)
+    rows = finish(run, plan, api, outside)
     seconds = time.perf_counter() - start
     report = GradeReport(rows, run.problems, seconds, workers, len(plan.jobs), plan.up_to_date)
     report.environment = broken
@@ -437,6 +450,44 @@ class _Progress:
         self.bar.close()
 
 
+# ----------------------------------------------------------------------- 6 to 9. finish
+
+
+def finish(run: Run, plan: Plan, api, outside: OutsideCheck) -> list[GradeRow]:
+    """Steps 6 to 9, from what OUT and its gradebook hold: the rows of every submission
+    graded into OUT, what was graded by hand, the flags and the check outside the kernel
+    applied, the feedback pages made again where grading by hand changed them, the
+    notices, the CSV files and the report; the final rows."""
+    recorded = collect_rows(run, plan)
+    by_hand = graded_by_hand(run, recorded)
+    scored = {(g.student, g.chapter, g.cell) for g in by_hand if g.points is not None}
+    rows = withhold_flagged(run.root, run.out, recorded, run.problems, scored)
+    mark_for_review(run, rows)
+    rows = check_outside(run, outside, rows, scored)
+    remake_feedback(run, api, plan, by_hand)
+    notify(run.root, run.out, recorded, rows, by_hand)
+    write_results(run, rows, by_hand)
+    return rows
+
+
+def apply_by_hand(root: Path, out: Path, db_url: str | None = None, log=print) -> GradeReport:
+    """After grading by hand in the gradebook (nbgrader's formgrader): OUT brought up to date,
+    nothing graded: :func:`finish` on every submission graded into ``out``, whose gradebook
+    is ``db_url`` (default: the one ``OUT/graded.json`` names, when it can)."""
+    start = time.perf_counter()
+    quiet_nbgrader()
+    out = Path(out).resolve()
+    ledger = Ledger.read(out / LEDGER)
+    if not ledger.path.is_file() or ledger.problem:
+        raise CourseError(f"{out} holds no readable {LEDGER}: nothing was graded into it")
+    db = gradebook.of_graded(ledger.gradebook, db_url, out)
+    settings = GradingSettings(Out(out), db, hidden=(str(out), str(key_cache())))
+    run = Run(root, out, Out(out), settings, ledger, log, [])  # no SUBMISSIONS: none graded
+    outside = OutsideCheck(root, out, grading_config(settings), log)
+    rows = finish(run, Plan(), nbgrader_for(settings), outside)
+    return GradeReport(rows, run.problems, time.perf_counter() - start)
+
+
 # ---------------------------------------------------------------- 6. collect, 8. check
 
 
@@ -466,19 +517,60 @@ def collect_rows(run: Run, plan: Plan) -> list[GradeRow]:
     return rows
 
 
-def check_outside(run: Run, outside: OutsideCheck, rows: list[GradeRow]) -> list[GradeRow]:
-    """``rows`` checked against the values each hidden test handed out; an instructor's
-    manual score stands."""
-    pairs = sorted({(r.student, r.chapter) for r in rows if r.status == GRADED})
-    manual = gradebook.manually_graded(run.settings.db, pairs) if pairs else set()
-    return outside.verify(rows, run.problems, manual)
+def graded_by_hand(run: Run, rows: list[GradeRow]) -> list[HandGrade]:
+    """The cells of the graded submissions among ``rows`` that an instructor scored or
+    commented by hand in the gradebook, in the rows' order."""
+    pairs = list(dict.fromkeys((r.student, r.chapter) for r in rows if r.status == GRADED))
+    return gradebook.graded_by_hand(run.settings.db, pairs) if pairs else []
+
+
+def mark_for_review(run: Run, rows: list[GradeRow]) -> None:
+    """The test cells whose points a flag withholds, marked in the gradebook as needing a
+    manual grade: nbgrader's formgrader lists their submissions so, and their score boxes
+    wait for the instructor's review."""
+    flagged = {(r.student, r.chapter, r.cell) for r in rows if r.status.startswith(FLAGGED)}
+    gradebook.mark_for_review(run.settings.db, flagged)
+
+
+def check_outside(
+    run: Run, outside: OutsideCheck, rows: list[GradeRow], scored: set[tuple[str, str, str]]
+) -> list[GradeRow]:
+    """``rows`` checked against the values each hidden test handed out; a score given by
+    hand (``scored``: student, chapter, cell) stands."""
+    return outside.verify(rows, run.problems, scored)
 
 
 # -------------------------------------------------------------------------------- 9. write
 
 
-def write_results(run: Run, rows: list[GradeRow]) -> None:
-    """The grades (a row per student, and a row per cell) and the class report."""
+def remake_feedback(run: Run, api, plan: Plan, by_hand: list[HandGrade]) -> None:
+    """Make again, from the gradebook, the feedback page of every graded submission whose
+    scores or comments given by hand changed since its page was made (``OUT/graded.json``
+    keeps a digest of them): the page then shows them. A page this run's job made already
+    does."""
+    digests: dict[tuple[str, str], str] = {}
+    for pair in dict.fromkeys((g.student, g.chapter) for g in by_hand):
+        given = [(g.cell, g.points, g.comment) for g in by_hand if (g.student, g.chapter) == pair]
+        digests[pair] = hashlib.sha256(json.dumps(given).encode()).hexdigest()[:16]
+    graded_now = {(job.student, job.chapter) for job in plan.jobs}
+    for student, chapter in run.ledger.pairs():
+        pair = (student, chapter)
+        if run.ledger.get(*pair).get("status") != GRADED:
+            continue
+        digest = digests.get(pair)
+        if pair not in graded_now and digest != run.ledger.by_hand(*pair):
+            if not write_feedback(api, run.out, student, chapter):
+                run.problems.append(f"{student} / {chapter}: its feedback page could not be made")
+                continue
+            run.log(f"feedback of {student} / {chapter} made again: graded by hand")
+        run.ledger.set_by_hand(student, chapter, digest)
+    run.ledger.save()
+
+
+def write_results(run: Run, rows: list[GradeRow], by_hand: list[HandGrade]) -> None:
+    """The grades (a row per student, and a row per cell), what was graded by hand, and
+    the class report."""
     write_csv(rows, run.out / CELLS_CSV)
     write_wide_csv(rows, run.out / GRADES_CSV)
+    write_by_hand(by_hand, run.out / BY_HAND_CSV)
     write_report(run.out.folder, run.root)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from autograder.chapters import CourseError
 from autograder.nbgrader_settings import COURSE_ID
+from autograder.outfolder import HandGrade
 
 DEFAULT_FILE = "gradebook.db"
 BACKUPS = "backups"
@@ -71,6 +72,27 @@ def redact(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
         return "<not a URL>"
+
+
+def of_graded(recorded: str | None, db: str | None, out: Path) -> str:
+    """The URL of the gradebook an OUT folder was graded into, whose ``graded.json`` recorded
+    ``recorded`` (password hidden): ``db`` when given, which must be that gradebook; else the
+    recorded URL when it holds no hidden password; else a ``CourseError`` asking for ``--db``."""
+    if db is not None:
+        url = resolve_url(db, out)
+        if recorded is not None and redact(url) != recorded:
+            raise CourseError(f"{out} was graded into the gradebook {recorded}, not {redact(url)}")
+        return url
+    if recorded is None:
+        return resolve_url(None, out)
+    from sqlalchemy.engine import make_url
+
+    if make_url(recorded).password is not None:  # hidden as *** in graded.json
+        raise CourseError(
+            f"{out} was graded into {recorded}, whose password is not kept in {out}: "
+            "give the gradebook's whole URL with --db"
+        )
+    return resolve_url(recorded, out)
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -203,18 +225,65 @@ def scores(url: str, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], dict
     return out
 
 
-def manually_graded(url: str, pairs: list[tuple[str, str]]) -> set[tuple[str, str, str]]:
-    """(student, chapter, cell) of every graded cell an instructor gave a manual score."""
+def graded_by_hand(url: str, pairs: list[tuple[str, str]]) -> list[HandGrade]:
+    """Every cell of the submissions ``pairs`` (student, chapter) that an instructor scored
+    (a manual score) or commented by hand, in the notebook's order; one connection for all."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    found = set()
+    found = []
     with Gradebook(url, COURSE_ID) as gb:
         for student, chapter in pairs:
             try:
                 notebook = gb.find_submission_notebook(chapter, chapter, student)
             except MissingEntry:
                 continue
-            found |= {
-                (student, chapter, g.name) for g in notebook.grades if g.manual_score is not None
+            grades = {g.name: g for g in notebook.grades}
+            comments = {
+                c.name: c.manual_comment.strip()
+                for c in notebook.comments
+                if c.manual_comment and c.manual_comment.strip()
             }
+            for name in _in_notebook_order(notebook, grades, comments):
+                grade = grades.get(name)
+                score = _number(grade.manual_score) if grade is not None else None
+                if score is None and name not in comments:
+                    continue
+                max_points = _number(grade.max_score) if grade is not None else None
+                autograded = _number(grade.auto_score) if grade is not None else None
+                comment = comments.get(name, "")
+                found.append(
+                    HandGrade(student, chapter, name, score, max_points, autograded, comment)
+                )
     return found
+
+
+def _number(x) -> float | None:
+    return None if x is None else float(x)
+
+
+def _in_notebook_order(notebook, grades: dict, comments: dict) -> list[str]:
+    """The names of ``grades`` and ``comments``, in the order of the notebook's cells."""
+    order = {}
+    for cell in notebook.notebook.source_cells:
+        order.setdefault(cell.name, len(order))
+    names = set(grades) | set(comments)
+    return sorted(names, key=lambda name: (order.get(name, len(order)), name))
+
+
+def mark_for_review(url: str, cells: set[tuple[str, str, str]]) -> None:
+    """Mark each graded cell (student, chapter, cell) as needing a manual grade, as
+    nbgrader's formgrader shows it: the cells of flagged exercises, whose points wait for
+    the instructor."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    if not cells:
+        return
+    with Gradebook(url, COURSE_ID) as gb:
+        for student, chapter, cell in sorted(cells):
+            try:
+                grade = gb.find_grade(cell, chapter, chapter, student)
+            except MissingEntry:
+                continue
+            if grade.manual_score is None and not grade.needs_manual_grade:
+                grade.needs_manual_grade = True
+        gb.db.commit()

@@ -3,8 +3,9 @@
 A job is one (student, chapter): its notebook is already staged where nbgrader takes it
 from (``OUT/nbgrader/submitted/...``, its released cells put back). Running it autogrades
 it into the gradebook, then generates its feedback page and copies it to
-``OUT/feedback/<student>/<chapter>.html``. A job never raises: whatever goes wrong comes
-back as the reason it was not graded.
+``OUT/feedback/<student>/<chapter>.html`` (:func:`write_feedback`, which makes it again
+after grading by hand). A job never raises: whatever goes wrong comes back as the reason
+it was not graded.
 
 Jobs run wherever a process has built nbgrader's API from the run's
 :class:`GradingSettings` (plain values): in the grader's own process, in a local worker
@@ -107,13 +108,22 @@ def autograde(api, job: Job) -> str | None:
         result = retrying(lambda: api.autograde(chapter, student, force=True, create=True))
     if not result["success"]:
         return _why_not_graded(result)
-    feedback = retrying(lambda: api.generate_feedback(chapter, student, force=True))
-    page = job.out.nbgrader_feedback(student, chapter)
-    if feedback["success"] and page.is_file():
-        destination = job.out.feedback(student, chapter)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(page, destination)
+    write_feedback(api, job.out, student, chapter)
     return None
+
+
+def write_feedback(api, out: Out, student: str, chapter: str) -> bool:
+    """Make the feedback page of a graded submission from its autograded notebook and the
+    gradebook (scores and comments given by hand included) and copy it to
+    ``OUT/feedback/<student>/<chapter>.html``; whether it was made."""
+    feedback = retrying(lambda: api.generate_feedback(chapter, student, force=True))
+    page = out.nbgrader_feedback(student, chapter)
+    if not (feedback["success"] and page.is_file()):
+        return False
+    destination = out.feedback(student, chapter)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(page, destination)
+    return True
 
 
 def _why_not_graded(result: dict) -> str:

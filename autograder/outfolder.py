@@ -9,6 +9,8 @@
                                            its status and how long grading it took
     OUT/flagged.csv                        what the scan flagged for review
     OUT/accepted.csv                       (written by the instructor) flags accepted after review
+    OUT/graded_by_hand.csv                 the scores and comments given by hand (nbgrader's
+                                           formgrader, ``python -m autograder review``)
     OUT/keys/<chapter>.json                the key each chapter was checked against outside the kernel
     OUT/report/                            the class report
     OUT/gradebook.db                       nbgrader's gradebook (unless --db names another)
@@ -38,6 +40,9 @@ LEDGER = "graded.json"
 FLAGGED_CSV = "flagged.csv"
 ACCEPTED_CSV = "accepted.csv"
 FLAGGED_COLUMNS = ("student", "chapter", "exercise", "line", "rule", "reason", "accepted", "tests")
+BY_HAND_CSV = "graded_by_hand.csv"
+BY_HAND_COLUMNS = ("student", "chapter", "cell", "points", "max_points", "autograded", "comment")
+BY_HAND = "by hand"  # flagged.csv's ``accepted``: each test cell of the flag scored by hand
 GRADEBOOK_DB = "gradebook.db"
 BACKUPS = "backups"
 KEYS = "keys"
@@ -181,15 +186,81 @@ def read_accepted(path: Path) -> set[tuple[str, str, str]]:
 
 def write_flagged(path: Path, listed: list[tuple]) -> None:
     """``OUT/flagged.csv``: a row per flag, ``listed`` as (student, chapter, flag, accepted,
-    the test cells whose points it withholds)."""
+    the test cells whose points it withholds); accepted is ``yes`` (in ``OUT/accepted.csv``),
+    ``by hand`` (each of its test cells scored by hand) or ``no``."""
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(FLAGGED_COLUMNS)
-        for student, chapter, flag, ok, cells in listed:
+        for student, chapter, flag, accepted, cells in listed:
             writer.writerow(
                 [student, chapter, flag.cell, flag.line, flag.rule, flag.message]
-                + ["yes" if ok else "no", " ".join(cells)]
+                + [accepted, " ".join(cells)]
             )
+
+
+def read_flagged(path: Path) -> list[dict[str, str]]:
+    """The rows of ``OUT/flagged.csv`` (none when there is no such file)."""
+    if not Path(path).is_file():
+        return []
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+# ---------------------------------------------------------------------- graded by hand
+
+
+@dataclass(frozen=True)
+class HandGrade:
+    """A graded or answer cell an instructor scored or commented by hand in the gradebook
+    (nbgrader's formgrader): ``points`` the score given (None: only a comment), ``autograded``
+    the score the tests gave, ``comment`` the instructor's ("" when none)."""
+
+    student: str
+    chapter: str
+    cell: str
+    points: float | None
+    max_points: float | None
+    autograded: float | None
+    comment: str = ""
+
+
+def write_by_hand(grades: list[HandGrade], path: Path) -> None:
+    """``OUT/graded_by_hand.csv``: a row per cell scored or commented by hand."""
+
+    def number(x: float | None) -> str:
+        return "" if x is None else f"{x:g}"
+
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(BY_HAND_COLUMNS)
+        for g in grades:
+            writer.writerow(
+                [g.student, g.chapter, g.cell, number(g.points), number(g.max_points)]
+                + [number(g.autograded), g.comment]
+            )
+
+
+def read_by_hand(path: Path) -> list[HandGrade]:
+    """The rows of ``OUT/graded_by_hand.csv`` (none when there is no such file)."""
+    if not Path(path).is_file():
+        return []
+
+    def number(text: str) -> float | None:
+        return float(text) if text.strip() else None
+
+    with open(path, newline="", encoding="utf-8") as f:
+        return [
+            HandGrade(
+                r["student"],
+                r["chapter"],
+                r["cell"],
+                number(r["points"]),
+                number(r["max_points"]),
+                number(r["autograded"]),
+                r["comment"],
+            )
+            for r in csv.DictReader(f)
+        ]
 
 
 # --------------------------------------------------------------------------- graded.json
@@ -199,8 +270,9 @@ def write_flagged(path: Path, listed: list[tuple]) -> None:
 class Ledger:
     """``OUT/graded.json``: for every (student, chapter) graded into OUT, the SHA-256 of the
     submitted notebook and of the solution notebook it was graded against, its status
-    (``graded`` or the reason it was not), when, how long it took and what the grader noted
-    about the file; the solution each chapter was prepared from; and the gradebook used."""
+    (``graded`` or the reason it was not), when, how long it took, what the grader noted
+    about the file and what had been graded by hand when its feedback page was last made;
+    the solution each chapter was prepared from; and the gradebook used."""
 
     path: Path
     chapters: dict[str, str] = field(default_factory=dict)
@@ -248,6 +320,20 @@ class Ledger:
         if note:
             entry["note"] = note
         self.submissions.setdefault(student, {})[chapter] = entry
+
+    def by_hand(self, student: str, chapter: str) -> str | None:
+        """What was graded by hand in this submission (a digest) when its feedback page was
+        last made; None for nothing."""
+        return (self.get(student, chapter) or {}).get("by_hand")
+
+    def set_by_hand(self, student: str, chapter: str, digest: str | None) -> None:
+        entry = self.get(student, chapter)
+        if entry is None:
+            return
+        if digest:
+            entry["by_hand"] = digest
+        else:
+            entry.pop("by_hand", None)
 
     def solutions(self) -> dict[tuple[str, str], str]:
         """(student, chapter) -> SHA-256 of the solution notebook it was graded against."""

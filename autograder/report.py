@@ -5,11 +5,14 @@ Input, what ``python -m autograder grade SUBMISSIONS --out OUT`` leaves::
     OUT/grades_by_cell.csv                                    one row per student, chapter, graded cell
     OUT/nbgrader/autograded/<student>/<chapter>/<chapter>.ipynb  the notebooks as graded
     OUT/graded.json                                           how long each submission took to grade
+    OUT/graded_by_hand.csv, OUT/flagged.csv                   what was scored or commented by hand,
+                                                              and what the scan flagged
 
 Output::
 
     OUT/report/index.html    per chapter: the scores of every test cell (table and plot) and the
-                             known mistakes diagnosed across the class (table and plot); then
+                             known mistakes diagnosed across the class (table and plot), and
+                             what the instructor graded by hand (table); then
                              the slowest submissions to grade (table and plot); self-contained
                              (inline CSS, plots as inline PNG); the Jinja template
                              ``autograder/templates/report/index.html.j2`` lays it out
@@ -42,14 +45,19 @@ import nbformat
 from autograder.cells import exercise_of_tests, grade_id, is_graded
 from autograder.chapters import CourseError, course_order, solution_path
 from autograder.outfolder import (
+    BY_HAND_CSV,
     CELLS_CSV,
+    FLAGGED_CSV,
     GRADES_CSV,
     LEDGER,
     REPORT,
     GradeRow,
+    HandGrade,
     Ledger,
     Out,
+    read_by_hand,
     read_csv,
+    read_flagged,
 )
 
 TAG = re.compile(r"\[known mistake: ([a-z0-9-]+)\]")
@@ -104,6 +112,15 @@ class MistakeCount:
 
 
 @dataclass
+class ByHand:
+    """A cell the instructor scored or commented by hand (nbgrader's formgrader)."""
+
+    grade: HandGrade
+    exercise: str
+    flagged: str  # what the scan flagged in its exercise ("" when nothing): it was reviewed
+
+
+@dataclass
 class ChapterReport:
     chapter: str
     students: int
@@ -111,6 +128,7 @@ class ChapterReport:
     cells: list[CellStats]
     mistakes: list[MistakeCount]
     catalogued: int  # how many mistakes the chapter's catalogue lists
+    by_hand: list[ByHand] = field(default_factory=list)  # in student, then notebook order
 
 
 @dataclass
@@ -205,6 +223,7 @@ def build(out: Path, root: Path | None = None) -> Report:
         _chapter(out, root, chapter, by_chapter[chapter], problems)
         for chapter in sorted(by_chapter, key=course_order)
     ]
+    _add_by_hand(out, chapters)
     timings = read_ledger(out, {(r.student, r.chapter) for r in rows}, problems)
     return Report(out, len({r.student for r in rows}), chapters, problems, timings)
 
@@ -257,6 +276,25 @@ def _chapter(
     return ChapterReport(
         chapter, len(students), len(graded_students), list(cells.values()), mistakes, len(catalogue)
     )
+
+
+def _add_by_hand(out: Path, chapters: list[ChapterReport]) -> None:
+    """Give each chapter the cells its students were graded by hand in
+    (``OUT/graded_by_hand.csv``), each with the flag of the scan it reviewed
+    (``OUT/flagged.csv``), if any."""
+    flags: dict[tuple[str, str, str], str] = {}  # (student, chapter, cell) -> the flag's reason
+    for row in read_flagged(out / FLAGGED_CSV):
+        reason = f"line {row.get('line', '')}: {row.get('reason', '')}"
+        for cell in [row.get("exercise", ""), *row.get("tests", "").split()]:
+            flags.setdefault((row.get("student", ""), row.get("chapter", ""), cell), reason)
+    by_chapter = {ch.chapter: ch for ch in chapters}
+    for grade in read_by_hand(out / BY_HAND_CSV):
+        ch = by_chapter.get(grade.chapter)
+        if ch is None:
+            continue
+        exercise = next((c.exercise for c in ch.cells if c.cell == grade.cell), grade.cell)
+        flagged = flags.get((grade.student, grade.chapter, grade.cell), "")
+        ch.by_hand.append(ByHand(grade, exercise, flagged))
 
 
 def _autograded_notebooks(out: Path, chapter: str, rows: list[GradeRow], problems: list[str]):

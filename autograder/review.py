@@ -5,8 +5,10 @@ scanned (``autograder/scan.py``). An exercise whose code uses the reference
 implementations, calls the operator it asks the student to write, rebinds what the tests
 use or writes files is *flagged*: the points of its test cells are withheld (status
 ``flagged for review: ...``) until the instructor accepts it with a line
-``student,chapter,exercise`` in ``OUT/accepted.csv`` and runs ``grade`` again. Every flag,
-accepted or not, is listed in ``OUT/flagged.csv``.
+``student,chapter,exercise`` in ``OUT/accepted.csv`` and runs ``grade`` again, or reviews it
+in nbgrader's formgrader (``python -m autograder review OUT``): a test cell given a score
+by hand there keeps that score. Every flag, accepted or not, is listed in
+``OUT/flagged.csv``.
 """
 
 import dataclasses
@@ -18,6 +20,7 @@ from autograder.cells import tests_of_exercises
 from autograder.chapters import solution_path
 from autograder.outfolder import (
     ACCEPTED_CSV,
+    BY_HAND,
     FLAGGED_CSV,
     GRADED,
     GradeRow,
@@ -27,12 +30,20 @@ from autograder.outfolder import (
 )
 from autograder.scan import scan_notebook
 
+FLAGGED = "flagged for review: "  # the status of a withheld test cell, before the flag
+
 
 def withhold_flagged(
-    root: Path, out: Out, rows: list[GradeRow], problems: list[str]
+    root: Path,
+    out: Out,
+    rows: list[GradeRow],
+    problems: list[str],
+    scored: set[tuple[str, str, str]] = frozenset(),
 ) -> list[GradeRow]:
     """``rows`` with the points of flagged exercises that ``OUT/accepted.csv`` does not
-    accept taken away; each such flag said in ``problems``; ``OUT/flagged.csv`` written."""
+    accept taken away, but for the test cells in ``scored`` (student, chapter, cell), which
+    an instructor scored by hand after reading them; each flag still withholding points
+    said in ``problems``; ``OUT/flagged.csv`` written."""
     accepted = read_accepted(out / ACCEPTED_CSV)
     graded = dict.fromkeys((r.student, r.chapter) for r in rows if r.status == GRADED)
     withheld: dict[tuple[str, str, str], str] = {}  # (student, chapter, test cell) -> why
@@ -40,18 +51,21 @@ def withhold_flagged(
     scanner = _Scanner(root, out)
     for student, chapter in graded:
         for flag in scanner.flags(student, chapter):
-            ok = (student, chapter, flag.cell) in accepted
             cells = scanner.tests(chapter).get(flag.cell, [])
-            listed.append((student, chapter, flag, ok, cells))
-            if ok:
+            waiting = [c for c in cells if (student, chapter, c) not in scored]
+            if (student, chapter, flag.cell) in accepted:
+                listed.append((student, chapter, flag, "yes", cells))
                 continue
-            for cell in cells:
-                withheld.setdefault((student, chapter, cell), f"flagged for review: {flag}")
-            problems.append(
-                f"{student} / {chapter}: flagged for review, points of {flag.cell} withheld "
-                f"({flag}); accept it with a line {student},{chapter},{flag.cell} in "
-                f"{out / ACCEPTED_CSV}"
-            )
+            listed.append((student, chapter, flag, "no" if waiting else BY_HAND, cells))
+            for cell in waiting:
+                withheld.setdefault((student, chapter, cell), f"{FLAGGED}{flag}")
+            if waiting:
+                problems.append(
+                    f"{student} / {chapter}: flagged for review, points of {flag.cell} withheld "
+                    f"({flag}); accept it with a line {student},{chapter},{flag.cell} in "
+                    f"{out / ACCEPTED_CSV}, or score its test cells by hand "
+                    f"(python -m autograder review {out.folder})"
+                )
     write_flagged(out / FLAGGED_CSV, listed)
     return [
         r

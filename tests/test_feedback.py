@@ -24,6 +24,7 @@ from autograder.chapters import chapters_in, release_path, solution_path
 from autograder.feedback import (
     MarkdownMath,
     TestNames,
+    by_hand_html,
     latex_to_mathml,
     markdown_math_to_mathml,
     name_of_test,
@@ -56,6 +57,18 @@ def test_the_notice_goes_on_top_once_and_goes_away_when_nothing_was_lowered():
     assert 'href="#test_scale"' in once and "Check that &lt;scores&gt; are scaled." in once
     assert with_notice(once, notice) == once  # a run again changes nothing
     assert with_notice(once, None) == page  # regraded, nothing lowered: the notice goes
+
+
+def test_the_cells_scored_by_hand_are_said_beside_the_points_lowered():
+    page = '<html><body>\n  <a id="top"></a>\n  <div class="container">cells</div></body></html>'
+    lowered = notice_html([("test_b", "Check b.", 0.0, 2.0, "flagged for review: x")], (4.0, 7.0))
+    scored = by_hand_html([("test_a", "Check that <a> works.", 1.0, 3.0)])
+    both = with_notice(page, lowered + scored)
+    assert both.count('class="alert') == 2 and both.count("/course-notice") == 2
+    assert "Reviewed by your instructor" in both and "1 / 3 points, given by your" in both
+    assert 'href="#test_a"' in both and "Check that &lt;a&gt; works." in both
+    assert with_notice(both, scored) == with_notice(page, scored)  # the flag reviewed since
+    assert with_notice(both, None) == page
 
 
 def test_inline_and_display_math_become_mathml():

@@ -287,3 +287,32 @@ def test_report_without_grades_is_a_clear_error(tmp_path, monkeypatch, capsys):
     assert "Traceback" not in err
     assert main(["report", "no-such-folder"]) == 2
     assert not (tmp_path / "out" / "report").exists()
+
+
+def test_report_lists_what_was_graded_by_hand_and_the_flags_it_reviewed(graded):
+    """``OUT/graded_by_hand.csv`` (written by ``grade`` and ``review``): a score given by hand
+    to a flagged exercise's test cell is shown as its review, with the instructor's comment."""
+    from autograder.outfolder import HandGrade, write_by_hand
+
+    write_by_hand(
+        [
+            HandGrade("bob", CHAPTER, "scaled_dot_product_attention", None, None, None, "No <b>."),
+            HandGrade("bob", CHAPTER, "test_attention_unmasked", 1.0, 3.0, 0.0),
+        ],
+        graded / "graded_by_hand.csv",
+    )
+    (graded / "flagged.csv").write_text(
+        "student,chapter,exercise,line,rule,reason,accepted,tests\n"
+        f"bob,{CHAPTER},scaled_dot_product_attention,4,operator,calls F.softmax,by hand,"
+        "test_attention_unmasked test_attention_masked\n",
+        encoding="utf-8",
+    )
+    assert main(["report", str(graded)]) == 0
+    page = (graded / "report" / "index.html").read_text(encoding="utf-8")
+    section = page[page.index(f'id="{CHAPTER}-by-hand"') : page.index('id="slowest"')]
+    assert "No &lt;b&gt;." in section  # the comment, escaped
+    assert re.search(
+        r"test_attention_unmasked</code></td>\s*<td[^>]*>0</td>\s*<td[^>]*>1 / 3", section
+    )
+    assert "reviewed: line 4: calls F.softmax" in section
+    assert f'id="{OTHER}-by-hand"' not in page  # nothing graded by hand there
