@@ -312,6 +312,8 @@ def _grade(args) -> int:
         print(f"{student:20s} {chapter:28s} {points:g} / {max_points:g}")
     for problem in report.problems:
         print(f"warning: {problem}", file=sys.stderr)
+    for fault in report.environment:
+        print(f"error: {fault}", file=sys.stderr)
     where = (
         f"on the Dask cluster at {args.scheduler}"
         if args.scheduler
@@ -327,7 +329,7 @@ def _grade(args) -> int:
         f"(a row per graded cell) and {args.out / 'feedback'}/"
     )
     print(f"class report: {args.out / 'report' / 'index.html'} (and CSV beside it)")
-    return 0
+    return 1 if report.environment else 0
 
 
 def _report(args) -> int:
