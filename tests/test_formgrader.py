@@ -25,6 +25,7 @@ from autograder.formgrader import GRADEBOOK_ENV, formgrader_config, free_port, w
 from autograder.gradebook import of_graded, redact, resolve_url
 from autograder.outfolder import LEDGER, Ledger, Out
 from autograder.submissions import mutate, solved_notebook, write_submission
+from benchmarks.formgrader_ui import grade_by_hand
 
 CH04 = "04_dot_product_attention"
 SDPA = "scaled_dot_product_attention"
@@ -142,44 +143,18 @@ def stop(server: subprocess.Popen) -> None:
 
 def review_in_the_browser(path: str, formgrader: str) -> None:
     """As an instructor: Manual Grading, the chapter, carol's submission; give the flagged
-    exercise's test cells 3 / 3 and 1 / 2 and comment on her answer. The formgrader saves
-    each field as it loses the focus."""
-    from playwright.sync_api import expect, sync_playwright
-
-    def saved(page, what: str):
-        return page.expect_response(
-            lambda r: f"/api/{what}/" in r.url and r.request.method == "PUT"
-        )
+    exercise's test cells 3 / 3 and 1 / 2 and comment on her answer."""
+    from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = launch(playwright, path)
         try:
-            page = browser.new_page()
-            page.set_default_timeout(30_000)
-            page.goto(formgrader)
-            page.get_by_role("link", name="Manual Grading").click()
-            page.get_by_role("link", name=CH04).click()  # the assignment
-            page.get_by_role("link", name=CH04).click()  # its notebook
-            page.get_by_role("link", name="Submission #2").wait_for()
-            page.get_by_role("button", name="Show All Names").click()
-            carol = page.get_by_role("row").filter(has=page.get_by_role("link", name="carol"))
-            expect(carol.locator("td.needs-manual-grade .glyphicon-ok")).to_be_visible()
-            carol.get_by_role("link", name="carol").click()
-            for cell, points in ((UNMASKED, "3"), (MASKED, "1")):
-                score = page.locator(f"input.score#{cell}")
-                with saved(page, "grade") as answer:
-                    score.click()
-                    score.press_sequentially(points)
-                    score.press("Tab")
-                assert answer.value.json()["manual_score"] == float(points)
-            comment = page.locator(f"textarea#{SDPA}-comment")
-            with saved(page, "comment") as answer:
-                comment.click()
-                comment.press_sequentially(COMMENT)
-                comment.press("Tab")
-            assert answer.value.json()["manual_comment"] == COMMENT
+            scores, comments = {UNMASKED: "3", MASKED: "1"}, {SDPA: COMMENT}
+            saved = grade_by_hand(browser, formgrader, CH04, "carol", scores, comments)
         finally:
             browser.close()
+    assert saved[UNMASKED]["manual_score"] == 3.0 and saved[MASKED]["manual_score"] == 1.0
+    assert saved[f"{SDPA}-comment"]["manual_comment"] == COMMENT
 
 
 @pytest.mark.slow
