@@ -198,7 +198,9 @@ def _target(out: Path, lms: str, roster: Path, to: Path | None) -> Path:
 
 def _feedback_zip(out, table, book, matched, folder: Path, report: Report) -> None:
     """The assignment's feedback zip, ``feedback_<chapter>.zip`` beside the worksheet."""
-    students = [(student, book.name(table, row)) for student, row in matched]
+    students = [
+        (student, book.participant(table, row), book.name(table, row)) for student, row in matched
+    ]
     data = moodle.feedback_zip(
         students, book.chapter, lambda s: Out(out).feedback(s, book.chapter), report
     )

@@ -281,6 +281,22 @@ def test_moodle_worksheet_and_feedback_zip(tmp_path):
     assert "109" in report.not_in_roster[0]
 
 
+def test_moodle_worksheet_matched_on_email(tmp_path):
+    """A class collected under its e-mail addresses: the worksheet's ``Email address``
+    column names the students, and the zip's folders still carry the participant ids."""
+    out = make_out(tmp_path / "OUT", {"ann.lee2@example.edu": {CH4: [0, 3.5]}})
+    report = export(
+        out, "moodle", DATA / "moodle_worksheet.csv", chapters=["4"], id_column="Email address"
+    )
+    worksheet, archive = report.written
+    rows = rows_of(worksheet)
+    grade = rows[0].index("Grade")
+    assert {r[0]: r[grade] for r in rows[1:]}["Participant 102"] == "3.5"
+    assert report.matched == ["ann.lee2@example.edu"]
+    with zipfile.ZipFile(archive) as z:
+        assert z.namelist() == [f"Ann Lee_102_assignsubmission_file_/{CH4}.html"]
+
+
 def test_moodle_folder_names():
     assert folder_name("Zoë Dupont, Jr.", "104") == "Zoë Dupont, Jr._104_assignsubmission_file_"
     assert folder_name("Ann_Marie O'Lee", "7") == "Ann Marie O'Lee_7_assignsubmission_file_"

@@ -70,9 +70,17 @@ class MoodleWorksheet(Gradebook):
         self.chapter = chapter
 
     def student_id(self, table: Table, row: list[str], id_index: int) -> str:
-        """``12345`` for ``Participant 12345`` (the word is in the site's language)."""
+        """``12345`` for ``Participant 12345`` (the word is in the site's language); the
+        cell as it is in another column (``--id-column 'Email address'``, say)."""
+        if table.header[id_index] != IDENTIFIER:
+            return row[id_index].strip()
         m = re.search(r"(\d+)\s*$", row[id_index])
         return m.group(1) if m else ""
+
+    def participant(self, table: Table, row: list[str]) -> str:
+        """The row's participant id (its ``Identifier``), which the feedback zip's folders
+        carry whatever column matched the students."""
+        return self.student_id(table, row, table.header.index(IDENTIFIER))
 
     def name(self, table: Table, row: list[str]) -> str:
         i = table.index(FULL_NAME)
@@ -117,17 +125,18 @@ def folder_name(full_name: str, participant: str) -> str:
 
 
 def feedback_zip(
-    students: list[tuple[str, str]], chapter: str, page_of, report: Report
+    students: list[tuple[str, str, str]], chapter: str, page_of, report: Report
 ) -> bytes | None:
-    """A zip of each (participant id, full name)'s feedback page ``page_of(student)``, in
-    its folder; a student without a page is reported. None when no page was found."""
+    """A zip of each (student id, participant id, full name)'s feedback page
+    ``page_of(student)``, in its participant's folder; a student without a page is
+    reported. None when no page was found."""
     buffer, pages = BytesIO(), 0
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for student, full_name in students:
+        for student, participant, full_name in students:
             page: Path = page_of(student)
             if not page.is_file():
                 report.problems.append(f"{full_name} ({student}): no feedback page {page}")
                 continue
-            archive.write(page, f"{folder_name(full_name, student)}/{chapter}.html")
+            archive.write(page, f"{folder_name(full_name, participant)}/{chapter}.html")
             pages += 1
     return buffer.getvalue() if pages else None
