@@ -35,7 +35,7 @@ def grade_by_hand(
         page.get_by_role("link", name="Manual Grading").click()
         page.get_by_role("link", name=chapter).click()  # the assignment
         page.get_by_role("link", name=chapter).click()  # its notebook
-        page.get_by_role("link", name="Submission #1").wait_for()
+        page.get_by_role("link", name="Submission #1", exact=True).wait_for()
         page.get_by_role("button", name="Show All Names").click()
         row = page.get_by_role("row").filter(has=page.get_by_role("link", name=student, exact=True))
         if scores:
