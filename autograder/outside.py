@@ -50,6 +50,7 @@ from attention_course.handout import MIME_TYPE, PROJECTIONS
 from autograder.cells import cells_of, grade_id, is_graded
 from autograder.chapters import INSTALLED_ROOT, CourseError, solution_path
 from autograder.environment import KERNEL_ENV, environment
+from autograder.experiments import skip_marked
 from autograder.files import file_hash, write_atomically
 from autograder.outfolder import GRADED, LEDGER, GradeRow, Ledger, Out
 from autograder.sandbox import GradingExecute
@@ -308,6 +309,7 @@ def run_key(root: Path, chapter: str, config) -> dict:
     ``CourseError``: the key would be wrong."""
     path = solution_path(root, chapter)
     nb = nbformat.read(path, as_version=4)
+    skip_marked(nb, nb)  # as when a submission is graded
     start = time.perf_counter()
     with (
         tempfile.TemporaryDirectory(prefix=f"key-{chapter}-") as folder,

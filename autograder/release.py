@@ -17,6 +17,7 @@ import nbformat
 
 from autograder.cells import grade_id
 from autograder.chapters import CourseError, release_path, solution_path, validate_chapters
+from autograder.experiments import check_marked
 from autograder.leaks import find_leaks_in_notebook, secret_lines
 from autograder.nbgrader_settings import course_config
 
@@ -63,6 +64,7 @@ def validate_solution_notebook(path: Path) -> None:
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise CourseError(f"{path}: grade ids used twice: {', '.join(duplicates)}")
+    check_marked(nb, str(path))  # the experiment cells grading skips: none a score needs
 
 
 def generate(root: Path, chapters: list[str], release_dir: Path) -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from autograder.cells import exercise_above, metadata
 from autograder.cells import grade_id as cell_grade_id
+from autograder.experiments import skip_marked
 from autograder.outfolder import Out
 
 
@@ -141,7 +142,8 @@ def _unique_ids(cells: list) -> None:
 
 def stage(out: Out, path: Path, student: str, chapter: str, released: dict) -> str | None:
     """Write the submission at ``path`` where nbgrader takes it from, its released cells
-    put back as released (:func:`restore`); what was put back."""
+    put back as released (:func:`restore`) and the experiment cells marked in the release
+    stubbed out (``autograder/experiments.py``); what was put back."""
     if chapter not in released:
         released[chapter] = json.loads(out.released(chapter).read_text(encoding="utf-8"))
     staged = out.submitted(student, chapter)
@@ -154,5 +156,6 @@ def stage(out: Out, path: Path, student: str, chapter: str, released: dict) -> s
         if Path(path).resolve() != staged.resolve():
             shutil.copyfile(path, staged)
         return f"its cells could not be checked ({type(error).__name__}: {error})"
+    skip_marked(restored, released[chapter])  # the experiments no score depends on
     staged.write_text(json.dumps(restored, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return repaired

@@ -29,6 +29,7 @@ from autograder.cells import exercise_of_tests, grade_id, is_graded, is_solution
 from autograder.cells import tests_of_exercises as tests_of
 from autograder.chapters import ALL_CHAPTERS, INSTALLED_ROOT, CourseError, find_root, release_path
 from autograder.environment import KERNEL_ENV, environment
+from autograder.experiments import skip_marked
 from autograder.feedback import name_of_test
 from autograder.nbgrader_settings import CELL_TIMEOUT_S, CODE_STUB, configure, grading_settings
 from autograder.restore import restore
@@ -168,10 +169,12 @@ def infer_chapter(path: Path, nb, root: Path) -> str:
 
 
 def prepare(submitted, released) -> tuple[object, list[str]]:
-    """The notebook that grading runs (its released cells put back, outputs cleared) and
+    """The notebook that grading runs (its released cells put back, the experiment cells
+    grading skips stubbed out, outputs cleared) and
     what was put back; a deleted test cell goes back below the graded or solution cell it
     followed in the release, as nbgrader's ``add_missing_cells`` puts it."""
     restored, said = restore(submitted, released)
+    skip_marked(restored, released)  # as grading does: the experiments no score needs
     nb = nbformat.from_dict(restored)
     present = {grade_id(c) for c in nb.cells}
     anchors: list[str] = []  # the release's graded and solution cells so far
