@@ -9,6 +9,7 @@ named there and in the feedback, and a wrong answer outside the catalogue, which
 points and be named as nothing. ``test_mistakes.py`` checks each mistake alone, in-process.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -19,6 +20,8 @@ import pytest
 from bwrap import grade_options
 from mutants import MUTANTS, UNCATALOGUED, packs
 
+from autograder.chapters import release_path
+from autograder.experiments import STUB, marked_ids
 from autograder.outfolder import read_csv
 from autograder.report import tags_by_cell
 from autograder.submissions import mutate, solved_notebook, untouched_notebook, write_submission
@@ -111,6 +114,24 @@ def test_feedback_for_every_graded_submission(graded):
         assert page.is_file() == (student != "broken"), page
     text = (out / "feedback" / "untouched" / f"{chapter}.html").read_text(encoding="utf-8")
     assert "HIDDEN TESTS" not in text
+
+
+def test_the_experiments_are_not_run_and_the_feedback_says_so(graded, root):
+    """The cells marked skip-when-grading are stubbed out in the graded notebook, and the
+    feedback page says how many were not run and why."""
+    chapter, _, out = graded
+    marked = marked_ids(json.loads(release_path(root, chapter).read_text(encoding="utf-8")))
+    graded_nb = json.loads(
+        (out / "nbgrader" / "autograded" / "solution" / chapter / f"{chapter}.ipynb").read_text(
+            encoding="utf-8"
+        )
+    )
+    stubbed = [c for c in graded_nb["cells"] if c.get("id") in marked]
+    assert len(stubbed) == len(marked)
+    assert all("".join(c["source"]) == STUB and not c.get("outputs") for c in stubbed)
+    page = (out / "feedback" / "solution" / f"{chapter}.html").read_text(encoding="utf-8")
+    said = re.search(r"(\d+) experiment cells? (was|were) not run for grading", page)
+    assert (int(said.group(1)) if said else 0) == len(marked)
 
 
 def test_every_chapter_catalogues_at_least_four_mistakes():
