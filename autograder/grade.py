@@ -186,7 +186,7 @@ def grade(
         check_sandbox()
     run = open_run(root, submissions, out, db_url, sandbox, cell_timeout, log, problems)
     check_kernel_imports(list(run.settings.hidden))
-    api = nbgrader_for(run.settings)
+    api = nbgrader_for(run.settings, prestart=True)  # grades job after job when workers=1
     wanted = sorted({ch for chs in found.values() for ch in chs}, key=course_order)
     solutions = prepare_chapters(run, api, wanted)
     outside = OutsideCheck(root, out, grading_config(run.settings), log)

@@ -60,8 +60,10 @@ class Job:
         return self.out.running(self.student, self.chapter)
 
 
-def grading_config(settings: GradingSettings):
-    """nbgrader's configuration for grading into ``settings.out``."""
+def grading_config(settings: GradingSettings, prestart: bool = False):
+    """nbgrader's configuration for grading into ``settings.out``; ``prestart``: each
+    notebook's kernel started while the one before it is saved (a process that grades
+    job after job: ``autograder/sandbox.py``'s ``GradingExecute``)."""
     work = settings.out.work
     config = course_config(
         work,
@@ -72,7 +74,9 @@ def grading_config(settings: GradingSettings):
         autograded_directory=work / "autograded",
         feedback_directory=work / "feedback",
     )
-    return grading_settings(config, settings.sandbox, settings.cell_timeout, settings.hidden)
+    config = grading_settings(config, settings.sandbox, settings.cell_timeout, settings.hidden)
+    config.GradingExecute.prestart = prestart
+    return config
 
 
 def quiet_nbgrader() -> None:
@@ -81,10 +85,11 @@ def quiet_nbgrader() -> None:
     warnings.filterwarnings("ignore", message=".*not in session.*")
 
 
-def nbgrader_for(settings: GradingSettings):
-    """nbgrader's API for this run, built in the calling process."""
+def nbgrader_for(settings: GradingSettings, prestart: bool = False):
+    """nbgrader's API for this run, built in the calling process (``prestart``: see
+    :func:`grading_config`)."""
     quiet_nbgrader()
-    return nbgrader_api(grading_config(settings))
+    return nbgrader_api(grading_config(settings, prestart))
 
 
 def run_job(api, job: Job) -> tuple[str | None, float]:
@@ -157,7 +162,7 @@ def start_worker(settings: GradingSettings) -> None:
     good: the process does nothing else), and nbgrader's API for ``settings``."""
     global _worker
     os.environ.update(KERNEL_ENV)
-    _worker = (settings, nbgrader_for(settings))
+    _worker = (settings, nbgrader_for(settings, prestart=True))
 
 
 def grade_in_worker(job: Job, settings: GradingSettings | None = None) -> tuple[str | None, float]:

@@ -37,6 +37,7 @@ The limits, per kernel (``memory_limit()``, ``cpu_limit()``), and the output cap
 ``nbgrader_settings.CELL_TIMEOUT_S``.
 """
 
+import atexit
 import os
 import shutil
 import signal
@@ -46,10 +47,12 @@ import tempfile
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, List, Unicode
 
+from attention_course.runtime import GRADING_ENV
 from autograder.cells import grade_id
 from autograder.chapters import INSTALLED_ROOT, CourseError
 from autograder.kernel_imports import kernel_imports
@@ -254,9 +257,16 @@ class SandboxedKernelManager(AsyncKernelManager):
 class GradingExecute(Execute):
     """nbgrader's Execute with the kernel in the sandbox (unless ``sandbox`` is False) and
     each cell's output capped while it runs: ``max_printed_chars`` of printed text,
-    ``max_output_chars`` of other outputs."""
+    ``max_output_chars`` of other outputs.
+
+    With ``prestart`` (grading jobs, sandboxed), once a notebook has run, the kernel of the
+    next one is started at once (:class:`_Spare`): it boots and imports PyTorch while
+    nbgrader saves this notebook's grades and writes its feedback page, and the next
+    notebook takes it if it would have started the same kernel (same kernel spec, limits,
+    hidden folders, environment). Each notebook still gets a fresh kernel of its own."""
 
     sandbox = Bool(True, config=True, help="run the kernel in the sandbox")
+    prestart = Bool(False, config=True, help="start the next notebook's kernel ahead")
     # After a timed-out cell is interrupted, how long to wait for the kernel to say it is
     # idle (nbclient's default, 4 s, is short on a loaded machine: the whole notebook would
     # then fail with "Timeout waiting for IOPub output").
@@ -273,7 +283,19 @@ class GradingExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._kept, self._cut = {}, set()
-        return super().preprocess(nb, resources, km)
+        try:
+            return super().preprocess(nb, resources, km)
+        finally:
+            if self.prestart and self.sandbox and km is None:
+                _Spare.start(self)
+
+    def create_kernel_manager(self):
+        """The kernel started ahead for this notebook, when there is one, else a new one."""
+        spare = _Spare.take(self) if self.prestart and self.sandbox else None
+        if spare is None:
+            return super().create_kernel_manager()
+        self.km = spare
+        return spare
 
     def preprocess_cell(self, cell, resources, index):
         """Run a cell; when the kernel dies or cannot be interrupted, log why, and where, on
@@ -351,6 +373,80 @@ class GradingExecute(Execute):
             }
             out = super().output(outs, note, None, cell_index)
         return out
+
+
+# What a kernel started ahead of the notebook that takes it is started with; it is lost
+# (shut down) unless the next notebook would start the same kernel.
+_PRESTART_ENV = (GRADING_ENV, "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# Run by a kernel started ahead before it answers: PyTorch imported (the setup cell's
+# longest import, 1.5 s), no name bound in the notebook's namespace, nothing shown.
+PRELOAD = "__import__('torch') and None"
+
+
+class _Spare:
+    """The one kernel started ahead in this process (a grading worker runs one notebook
+    at a time), and what it was started with."""
+
+    km = None
+    signature: tuple | None = None
+
+    @staticmethod
+    def _signature(client: "GradingExecute") -> tuple:
+        name = client.kernel_name or client.nb.metadata.get("kernelspec", {}).get("name")
+        km_config = client.config.get("SandboxedKernelManager", {})
+        return (
+            name,
+            client.kernel_manager_class,
+            repr(sorted((k, repr(v)) for k, v in km_config.items())),
+            memory_limit(),
+            cpu_limit(),
+            # nbclient adds its history file's argument as it starts a kernel
+            tuple(a for a in client.extra_arguments if not a.startswith("--HistoryManager.")),
+            tuple(os.environ.get(v) for v in (*_PRESTART_ENV, "PYTHONPATH")),
+        )
+
+    @classmethod
+    def start(cls, client: "GradingExecute") -> None:
+        """Start a kernel as ``client``'s next notebook would (without waiting for it)."""
+        cls.discard()
+        try:
+            name = client.kernel_name or client.nb.metadata.get("kernelspec", {}).get("name")
+            km = client.kernel_manager_class(kernel_name=name, config=client.config)
+            preload = f"--IPKernelApp.exec_lines={PRELOAD}"
+            run_sync(km.start_kernel)(extra_arguments=[*client.extra_arguments, preload])
+        except Exception as error:  # the next notebook starts its own, as without this
+            client.log.warning("could not start the next kernel ahead: %s", error)
+            return
+        cls.km, cls.signature = km, cls._signature(client)
+
+    @classmethod
+    def take(cls, client: "GradingExecute"):
+        """The spare kernel's manager, when it suits ``client``'s notebook (else None: the
+        spare is shut down)."""
+        km, suits = cls.km, cls.km is not None and cls.signature == cls._signature(client)
+        try:
+            suits = suits and run_sync(km.is_alive)()  # not one that died waiting
+        except Exception:
+            suits = False
+        if not suits:
+            cls.discard()
+            return None
+        cls.km, cls.signature = None, None
+        return km
+
+    @classmethod
+    def discard(cls) -> None:
+        km, cls.km, cls.signature = cls.km, None, None
+        if km is None:
+            return
+        try:
+            run_sync(km.shutdown_kernel)(now=True)
+            run_sync(km.cleanup_resources)()
+        except Exception:
+            pass
+
+
+atexit.register(_Spare.discard)
 
 
 def _cell_name(cell, index: int) -> str:

@@ -140,3 +140,46 @@ def test_staging_stubs_the_marked_cells_out_and_keeps_the_students_cells(tmp_pat
     assert sources[2] == STUB and staged["cells"][2]["outputs"] == []
     assert sources[1] == "def f(): return x" and sources[3] == "print('mine')"
     assert skip_marked(staged, json.loads(out.released("ch").read_text())) == 1
+
+
+@pytest.mark.slow
+def test_the_next_kernel_is_started_ahead_and_taken_by_the_next_notebook(tmp_path):
+    """With ``prestart`` (grading jobs), the kernel of the next notebook starts as soon as a
+    notebook has run, importing PyTorch before it answers; the next notebook takes it, and
+    a notebook that needs another kernel (other limits) does not."""
+    from bwrap import require_bwrap
+    from traitlets.config import Config
+
+    from autograder import sandbox
+    from autograder.sandbox import GradingExecute
+
+    require_bwrap()
+    probe = notebook(code("import sys\nprint('torch' in sys.modules, 'torch' in dir())"))
+    probe.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    config = Config()
+    config.GradingExecute.prestart = True
+    config.GradingExecute.shutdown_kernel = "immediate"
+
+    def run(config) -> str:
+        nb, _ = GradingExecute(config=config).preprocess(
+            copy.deepcopy(probe), {"metadata": {"path": str(tmp_path)}}
+        )
+        return nb.cells[0].outputs[0]["text"].strip()
+
+    try:
+        assert run(config) == "False False"  # a kernel started for it: nothing imported
+        spare = sandbox._Spare.km
+        assert spare is not None and run_sync_alive(spare)
+        assert run(config) == "True False"  # the spare: PyTorch imported, no name bound
+        assert sandbox._Spare.km is not spare and not run_sync_alive(spare)  # used, shut
+        other = Config(config)
+        other.SandboxedKernelManager.tmp_size = 64 * 2**20  # another sandbox: not the spare
+        assert run(other) == "False False"
+    finally:
+        sandbox._Spare.discard()
+
+
+def run_sync_alive(km) -> bool:
+    from jupyter_core.utils import run_sync
+
+    return run_sync(km.is_alive)()

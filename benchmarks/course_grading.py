@@ -1,0 +1,234 @@
+"""A whole course graded: a class through every chapter, by the course's grader and by
+plain nbgrader (issue 29).
+
+    .venv/bin/python -m benchmarks.course_grading [--students 30] [--chapter CH ...]
+        [--plain-students N] [--write]
+
+The class: ``--students`` students, each handing in every chapter; a chapter's
+submissions are its solution and each of its catalogued mistakes in turn
+(``benchmarks/grading_throughput.py``'s ``make_class``). For each chapter, in course order:
+
+- the course's grader: ``python -m autograder grade SUBMISSIONS --out OUT --chapter CH``
+  with its default workers (one per core, one thread per kernel), the experiment cells
+  skipped, feedback pages and the class report included; then the same command again,
+  which grades nothing (every submission up to date): its wall time, with the first run's
+  solution check (once per chapter and grading environment), is the run's fixed cost
+  ``a``. A submission's job takes ``j`` seconds in its worker (``OUT/graded.json``),
+  so ``b = j / workers`` per submission, and a class of n takes ``a + b n``: the model is
+  checked against the measured class (predicted ``a + b N`` against the wall time) and
+  gives the figure for a class of 100;
+- plain ``nbgrader autograde CH`` on the same submissions (``--plain-students`` of them,
+  default all), in grading mode with nbgrader's defaults: one submission after another,
+  every cell run, PyTorch's default threads, no feedback pages;
+- the scores: each student's chapter total from the course's ``grades.csv`` against plain
+  nbgrader's gradebook: with the experiments skipped, the same;
+- the graded test cells' own time (the kernel's, from each autograded notebook's cell
+  timing) and the overhead per submission beyond it: the job's time less that.
+
+Run it on a quiet machine (about an hour for 30 students); ``--write`` writes
+``benchmarks/course_grading.md`` and ``.json``.
+"""
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date, datetime
+from pathlib import Path
+
+from autograder.chapters import ALL_CHAPTERS
+from autograder.nbgrader_settings import COURSE_ID
+from autograder.outfolder import LEDGER, Ledger, Out
+from benchmarks.grading_throughput import make_class, plain_nbgrader
+from benchmarks.run import ROOT
+from benchmarks.tables import markdown_table
+
+RESULTS = ROOT / "benchmarks" / "course_grading"
+CLASS_OF = 100  # the class the instructor guide gives the figure for
+
+
+def ours(submissions: Path, out: Path, chapter: str) -> tuple[float, float]:
+    """(wall seconds of ``grade --chapter CH``, the seconds of its solution check: 0 when
+    a pass was cached)."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out)]
+        + ["--chapter", chapter],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    seconds = time.perf_counter() - start
+    check = re.search(
+        r"solution check of \S+: .* graded as a submission in ([\d.]+) s", done.stdout
+    )
+    return seconds, float(check.group(1)) if check else 0.0
+
+
+def graded_cells_seconds(out: Out, student: str, chapter: str) -> float:
+    """The kernel's time in the graded test cells of one autograded notebook."""
+    nb = json.loads(out.autograded(student, chapter).read_text(encoding="utf-8"))
+    total = 0.0
+    for cell in nb["cells"]:
+        grading = cell.get("metadata", {}).get("nbgrader", {})
+        timing = cell.get("metadata", {}).get("execution", {})
+        if grading.get("grade") and not grading.get("solution") and "shell.execute_reply" in timing:
+            start = _time(timing.get("iopub.status.busy") or timing["iopub.execute_input"])
+            total += _time(timing["shell.execute_reply"]) - start
+    return total
+
+
+def _time(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def our_totals(out: Path, chapter: str) -> dict[str, float]:
+    import csv
+
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        return {r["student"]: float(r[chapter] or 0) for r in csv.DictReader(f)}
+
+
+def plain_totals(work: Path, chapter: str) -> dict[str, float]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{work}/gradebook.db", COURSE_ID) as gb:
+        return {
+            s.student.id: float(s.score)
+            for s in gb.find_assignment(chapter).submissions
+            if s.student is not None
+        }
+
+
+def chapter_run(chapter: str, folder: Path, students: int, plain_students: int) -> dict:
+    subs, out = folder / "class", folder / "out"
+    wall, check = ours(subs, out, chapter)
+    fixed = ours(subs, out, chapter)[0] + check  # nothing left to grade, and the check
+    ledger = Ledger.read(out / LEDGER).submissions
+    jobs = [ledger[s][chapter]["seconds"] for s in ledger if chapter in ledger[s]]
+    cells = [graded_cells_seconds(Out(out), s, chapter) for s in ledger if chapter in ledger[s]]
+    workers = os.cpu_count() or 1
+    per = statistics.fmean(jobs) / workers
+    plain_subs = subs
+    if plain_students < students:
+        plain_subs = folder / f"plain-class-{chapter}"
+        make_class(chapter, plain_students, plain_subs)
+    plain = plain_nbgrader(chapter, plain_subs, folder / f"plain-{chapter}")
+    mine, theirs = our_totals(out, chapter), plain_totals(folder / f"plain-{chapter}", chapter)
+    differ = sorted(s for s in theirs if mine.get(s) != theirs[s])
+    result = {
+        "chapter": chapter,
+        "students": students,
+        "wall_s": wall,
+        "fixed_s": fixed,
+        "job_s": statistics.fmean(jobs),
+        "graded_cells_s": statistics.fmean(cells),
+        "per_submission_s": per,
+        "predicted_s": fixed + per * students,
+        "plain_students": plain_students,
+        "plain_s": plain,
+        "scores_differ": {s: (mine.get(s), theirs[s]) for s in differ},
+    }
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def markdown(results: list[dict], command: str) -> str:
+    n = results[0]["students"]
+    rows, ours_total, plain_total, predicted_100 = [], 0.0, 0.0, 0.0
+    for r in results:
+        rate, plain_rate = 60 * n / r["wall_s"], 60 * r["plain_students"] / r["plain_s"]
+        ours_total += r["wall_s"]
+        plain_total += r["plain_s"] * n / r["plain_students"]
+        predicted_100 += r["fixed_s"] + r["per_submission_s"] * CLASS_OF
+        rows.append(
+            [
+                r["chapter"],
+                f"{r['wall_s']:.0f}",
+                f"{rate:.1f}",
+                f"{plain_rate:.1f}",
+                f"**{rate / plain_rate:.2f}x**",
+                f"{r['job_s']:.1f}",
+                f"{r['graded_cells_s']:.2f}",
+                f"{r['job_s'] - r['graded_cells_s']:.1f}",
+                f"{r['predicted_s']:.0f} ({100 * (r['predicted_s'] / r['wall_s'] - 1):+.0f} %)",
+                "same" if not r["scores_differ"] else f"{len(r['scores_differ'])} differ",
+            ]
+        )
+    worst = min((60 * n / r["wall_s"]) / (60 * r["plain_students"] / r["plain_s"]) for r in results)
+    lines = [
+        "# A whole course graded",
+        "",
+        f"A class of {n} through every chapter on main ({len(results)} chapters, {n * len(results)} "
+        f"submissions: each chapter's solution and catalogued mistakes in turn), measured "
+        f"{date.today()} on {os.cpu_count()} cores, {platform.machine()}, Python "
+        f"{platform.python_version()}, with `{command}`. The course's grader: "
+        "`python -m autograder grade --chapter CH`, default workers, experiment cells skipped, "
+        "feedback pages and report; plain nbgrader: `nbgrader autograde CH` on the same "
+        f"submissions ({results[0]['plain_students']} a chapter), grading mode, every cell run. "
+        "A job is one submission in its worker; the graded cells' time is the kernel's in the "
+        "graded test cells; the overhead is the job's time beyond it (the kernel's start, "
+        "PyTorch's import, the exercises' and other cells, nbgrader's steps, the feedback "
+        "page). Predicted: the run's fixed cost (the same command again, nothing left to "
+        "grade) + the class x the job's time / workers.",
+        "",
+        markdown_table(
+            [
+                "chapter",
+                "ours, s",
+                "ours, submissions / min",
+                "plain nbgrader, submissions / min",
+                "speed-up",
+                "job, s",
+                "graded cells, s",
+                "overhead per submission, s",
+                "predicted, s (vs measured)",
+                "scores vs plain nbgrader",
+            ],
+            rows,
+        ),
+        "",
+        f"The whole course for {n} students: {ours_total:.0f} s ({ours_total / 60:.1f} min) "
+        f"with the course's grader, {plain_total:.0f} s ({plain_total / 60:.1f} min) with plain "
+        f"nbgrader{' (scaled from its students)' if results[0]['plain_students'] < n else ''}; "
+        f"the lowest speed-up of a chapter {worst:.2f}x. A class of {CLASS_OF}, from the "
+        f"model: **{predicted_100:.0f} s ({predicted_100 / 60:.1f} min)**.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=30)
+    parser.add_argument("--plain-students", type=int, default=None)
+    parser.add_argument("--chapter", action="append", dest="chapters", choices=ALL_CHAPTERS)
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args(argv)
+    chapters = args.chapters or list(ALL_CHAPTERS)
+    plain_students = min(args.plain_students or args.students, args.students)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="course-grading-") as folder:
+        folder = Path(folder)
+        for chapter in chapters:
+            make_class(chapter, args.students, folder / "class")
+        for chapter in chapters:
+            results.append(chapter_run(chapter, folder, args.students, plain_students))
+    command = "python -m benchmarks.course_grading " + " ".join(argv or sys.argv[1:])
+    text = markdown(results, command.strip())
+    print(text)
+    if args.write:
+        RESULTS.with_suffix(".md").write_text(text, encoding="utf-8")
+        RESULTS.with_suffix(".json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
