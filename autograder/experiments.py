@@ -6,7 +6,9 @@ plots and explorers that follow the exercises (chapter 01's solution spent 10.1 
 notebook with the tag ``skip-when-grading`` (cell metadata ``tags``; the release keeps
 it). When ``grade`` stages a submission (``autograder/restore.py``'s ``stage``), each of its
 cells with the id of a marked cell of the release gets a one-line stub instead of its
-source, so the kernel does not run it; the student's own cells, the exercises, the test
+source, so the kernel does not run it (a locked cell, which nbgrader puts back from the
+gradebook, is stubbed in the copy of the solution that ``grade`` releases and fills the
+gradebook from: :func:`stub_marked_in`); the student's own cells, the exercises, the test
 cells (hidden tests included), the scan, the diagnosis and the check outside the kernel are
 unchanged, and the key of that check is made the same way (``autograder/outside.py``). The
 stub says, on the student's feedback page, that the cell was not run for grading and why.
@@ -18,6 +20,7 @@ through an attribute or an item) is read by any later cell that is run when grad
 """
 
 import ast
+import json
 import re
 
 from autograder.cells import grade_id, is_graded, is_solution
@@ -131,6 +134,19 @@ def check_marked(nb, where: str) -> None:
                     f"reads {', '.join(used)} that it sets: a score could depend on it. "
                     "Unmark it, or move what the later cell needs into a cell that runs"
                 )
+
+
+def stub_marked_in(path) -> None:
+    """Stub out the marked cells of the notebook file at ``path`` (the copy of a solution
+    notebook that ``grade`` makes its release and gradebook from): nbgrader puts a locked
+    cell's source back from the gradebook when it grades, so a locked experiment cell is
+    skipped only if the gradebook holds its stub."""
+    from pathlib import Path
+
+    path = Path(path)
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    if skip_marked(nb, nb):
+        path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def skip_marked(nb: dict, released: dict) -> int:

@@ -60,6 +60,7 @@ from autograder.cells import graded_cells
 from autograder.chapters import ALL_CHAPTERS, CourseError, chapters_in, course_order, solution_path
 from autograder.cluster import run_on_cluster
 from autograder.discover import discover, read_submission, submission_note
+from autograder.experiments import stub_marked_in
 from autograder.feedback import notify
 from autograder.files import file_hash
 from autograder.job import (
@@ -297,6 +298,7 @@ def prepare_chapters(run: Run, api, chapters: list[str]) -> dict[str, str]:
             continue  # prepared by an earlier run from the same solution notebook
         shutil.rmtree(run.out.source(chapter), ignore_errors=True)
         shutil.copytree(run.root / "solutions" / chapter, run.out.source(chapter))
+        stub_marked_in(run.out.source(chapter) / f"{chapter}.ipynb")  # locked ones too
         result = api.generate_assignment(chapter, force=True, create=True)
         if not result["success"]:
             raise CourseError(
