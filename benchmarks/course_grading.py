@@ -11,9 +11,9 @@ submissions are its solution and each of its catalogued mistakes in turn
 - the course's grader: ``python -m autograder grade SUBMISSIONS --out OUT --chapter CH``
   with its default workers (one per core, one thread per kernel), the experiment cells
   skipped, feedback pages and the class report included; then the same command again,
-  which grades nothing (every submission up to date): its wall time, with the first run's
-  solution check (once per chapter and grading environment), is the run's fixed cost
-  ``a``. A submission's job takes ``j`` seconds in its worker (``OUT/graded.json``),
+  which grades nothing (every submission up to date): its wall time is the run's fixed
+  cost ``a``. The chapter's key and solution check, paid once per chapter and grading
+  environment whatever the class, are made first on a class of one (``warm_up_s``). A submission's job takes ``j`` seconds in its worker (``OUT/graded.json``),
   so ``b = j / workers`` per submission, and a class of n takes ``a + b n``: the model is
   checked against the measured class (predicted ``a + b N`` against the wall time) and
   gives the figure for a class of 100;
@@ -109,6 +109,10 @@ def plain_totals(work: Path, chapter: str) -> dict[str, float]:
 
 def chapter_run(chapter: str, folder: Path, students: int, plain_students: int) -> dict:
     subs, out = folder / "class", folder / "out"
+    # once per chapter and grading environment, not per class: the key and the solution
+    # check, made here on a class of one, then cached
+    make_class(chapter, 1, folder / f"warm-{chapter}")
+    warm = ours(folder / f"warm-{chapter}", folder / f"warm-out-{chapter}", chapter)[0]
     wall, check = ours(subs, out, chapter)
     fixed = ours(subs, out, chapter)[0] + check  # nothing left to grade, and the check
     ledger = Ledger.read(out / LEDGER).submissions
@@ -127,6 +131,7 @@ def chapter_run(chapter: str, folder: Path, students: int, plain_students: int) 
         "chapter": chapter,
         "students": students,
         "wall_s": wall,
+        "warm_up_s": warm,
         "fixed_s": fixed,
         "job_s": statistics.fmean(jobs),
         "graded_cells_s": statistics.fmean(cells),
