@@ -20,6 +20,7 @@ through an attribute or an item) is read by any later cell that is run when grad
 """
 
 import ast
+import copy
 import json
 import re
 
@@ -152,11 +153,14 @@ def stub_marked_in(path) -> None:
 def skip_marked(nb: dict, released: dict) -> int:
     """Give each cell of ``nb`` (a submission, as JSON) that has the id of a marked cell of
     ``released`` the stub instead of its source, its outputs cleared; how many."""
-    ids = marked_ids(released)
+    marked = {c["id"]: c for c in released["cells"] if is_marked(c) and c.get("id")}
     skipped = 0
     for cell in nb.get("cells", []):
-        if isinstance(cell, dict) and cell.get("cell_type") == "code" and cell.get("id") in ids:
+        if isinstance(cell, dict) and cell.get("cell_type") == "code" and cell.get("id") in marked:
             cell["source"] = STUB
             cell["outputs"], cell["execution_count"] = [], None
+            grading = (marked[cell["id"]].get("metadata") or {}).get("nbgrader")
+            if grading is not None:  # a locked cell: as released (its checksum the stub's)
+                cell.setdefault("metadata", {})["nbgrader"] = copy.deepcopy(grading)
             skipped += 1
     return skipped

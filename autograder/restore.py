@@ -149,13 +149,14 @@ def stage(out: Out, path: Path, student: str, chapter: str, released: dict) -> s
     staged = out.submitted(student, chapter)
     staged.parent.mkdir(parents=True, exist_ok=True)
     try:
-        restored, repaired = restore(
-            json.loads(path.read_text(encoding="utf-8")), released[chapter]
-        )
+        submitted = json.loads(path.read_text(encoding="utf-8"))
+        # the experiments no score depends on, first: the release OUT holds has them as
+        # stubs already (a locked one would otherwise be "put back" for every student)
+        skip_marked(submitted, released[chapter])
+        restored, repaired = restore(submitted, released[chapter])
     except Exception as error:  # nbformat read it: leave it to nbgrader as it is
         if Path(path).resolve() != staged.resolve():
             shutil.copyfile(path, staged)
         return f"its cells could not be checked ({type(error).__name__}: {error})"
-    skip_marked(restored, released[chapter])  # the experiments no score depends on
     staged.write_text(json.dumps(restored, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return repaired

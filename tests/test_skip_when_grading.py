@@ -17,6 +17,7 @@ from autograder.experiments import (
     check_marked,
     read_names,
     skip_marked,
+    stub_marked_in,
 )
 from autograder.outfolder import Out
 from autograder.release import validate_solution_notebook
@@ -140,6 +141,28 @@ def test_staging_stubs_the_marked_cells_out_and_keeps_the_students_cells(tmp_pat
     assert sources[2] == STUB and staged["cells"][2]["outputs"] == []
     assert sources[1] == "def f(): return x" and sources[3] == "print('mine')"
     assert skip_marked(staged, json.loads(out.released("ch").read_text())) == 1
+
+
+def test_a_locked_experiment_is_stubbed_and_not_said_to_be_put_back(tmp_path):
+    """A locked marked cell is a stub in the release ``grade`` makes (nbgrader puts locked
+    cells back from there); the student's copy of it, as released to them, is no edit."""
+    released = notebook(
+        code("x = 1", grade_id="setup", locked=True),
+        code("model = train()", tags=[TAG], grade_id="experiment_train", locked=True),
+    )
+    for i, cell in enumerate(released.cells):
+        cell.id = f"c{i}"
+    released.cells[1].metadata.nbgrader["checksum"] = "of the source"
+    path = tmp_path / "submitted.ipynb"
+    nbformat.write(released, path)  # the student's notebook: the cell as released to them
+    out = Out(tmp_path / "out")
+    out.released("ch").parent.mkdir(parents=True)
+    released.cells[1].metadata.nbgrader["checksum"] = "of the stub"  # nbgrader's, of the stub
+    nbformat.write(released, out.released("ch"))
+    stub_marked_in(out.released("ch"))  # as grade prepares its release
+    assert stage(out, path, "alice", "ch", {}) is None  # nothing put back
+    staged = json.loads(out.submitted("alice", "ch").read_text(encoding="utf-8"))
+    assert "".join(staged["cells"][1]["source"]) == STUB
 
 
 @pytest.mark.slow
