@@ -137,6 +137,8 @@ def latex_to_mathml(latex: str, display: bool = False) -> str:
         tex = tex.replace(f"\\end{{{name}}}", f"\\end{{{inner}}}")
     tex = _DISPLAY_WRAPPERS.sub("", tex)
     tex = _OPERATORS.sub(r"\\operatorname{arg}", tex)
+    if writes_attributes(tex):  # a student's link or style has no place in the page
+        return _source(latex)
     try:
         mathml = convert(tex, display="block" if display else "inline")
     except Exception:  # latex2mathml raises many kinds; none may stop the feedback
@@ -147,6 +149,27 @@ def latex_to_mathml(latex: str, display: bool = False) -> str:
     mathml = mathml.replace(' xmlns="http://www.w3.org/1998/Math/MathML"', "", 1)
     mathml = mathml.replace("\n", " ")
     return _TEXT.sub(lambda m: f">{_protect(m.group(1))}<", mathml)
+
+
+def writes_attributes(latex: str) -> bool:
+    """Whether ``latex`` uses a command that makes latex2mathml write an attribute that
+    links or styles (``\\href``, ``\\class``, ``\\style``): never converted."""
+    from latex2mathml import commands
+
+    return any(c in latex for c in (commands.HREF, commands.CLASS, commands.STYLE))
+
+
+_FORMULA_GROUPS = ("display", "display_latex", "environment", "inline", "inline_latex")
+
+
+def formulas(source: str) -> list[str]:
+    """The LaTeX of every formula in the markdown ``source`` (not in code)."""
+    return [
+        m.group(g)
+        for m in _MARKDOWN.finditer(source)
+        for g in _FORMULA_GROUPS
+        if m.group(g) is not None
+    ]
 
 
 def markdown_math_to_mathml(source: str) -> str:

@@ -7,8 +7,12 @@
   template and the sandbox for any kernel the formgrader starts. The gradebook's URL
   comes from the environment variable ``ATTENTION_COURSE_GRADEBOOK`` that the command
   sets, else from ``OUT/graded.json``: a PostgreSQL password is never written to OUT;
+- it makes every notebook it will serve inert (``autograder/inert.py``), those graded
+  before grading did so included;
 - it starts JupyterLab, with nbgrader's formgrader extension, at ``OUT/nbgrader`` on
-  127.0.0.1 (a free port, a token) and prints the URLs of JupyterLab and of the formgrader,
+  127.0.0.1 (a free port, a token), with a Content-Security-Policy that lets no page of it
+  connect, post a form or load an image anywhere but the server itself, and with no
+  notebook trusted (JupyterLab sanitises an untrusted notebook's HTML), and prints the URLs of JupyterLab and of the formgrader,
   whose *Manual grading* lists every submission; a flagged exercise's test cells *need a
   manual grade* there (``autograder/review.py``);
 - when the server stops (Ctrl-C), the command brings OUT up to date with what was graded
@@ -32,12 +36,20 @@ from pathlib import Path
 
 from autograder import gradebook
 from autograder.chapters import CourseError
+from autograder.inert import course_text_at, make_inert_file
 from autograder.job import GradingSettings, grading_config
 from autograder.outfolder import LEDGER, Ledger, Out
 from autograder.outside import key_cache
 
 CONFIG_FILE = "nbgrader_config.py"
 GRADEBOOK_ENV = "ATTENTION_COURSE_GRADEBOOK"  # the gradebook's URL, for the config file
+# What the review server's pages may do beyond Jupyter's own policy (frame-ancestors 'self'):
+# the formgrader's and JupyterLab's own scripts are inline, so scripts cannot be limited here;
+# the notebooks it shows are inert (autograder/inert.py). A page may not reach another host.
+CONTENT_SECURITY_POLICY = (
+    "frame-ancestors 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
+    "connect-src 'self'; img-src 'self' data: blob:"
+)
 START_TIMEOUT_S = 90  # JupyterLab answers within seconds; a loaded machine takes longer
 STOP_TIMEOUT_S = 20
 
@@ -91,6 +103,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def make_served_inert(out: Out) -> int:
+    """Make inert every notebook under ``OUT/nbgrader`` that the formgrader or JupyterLab
+    may render (submitted, autograded); how many changed. A class graded before grading
+    made them inert is safe to open after this."""
+    changed = 0
+    for step in ("submitted", "autograded"):
+        for path in sorted((out.work / step).glob("*/*/*.ipynb")):
+            chapter = path.parent.name
+            try:
+                changed += make_inert_file(path, course_text_at(out.released(chapter)))
+            except (OSError, ValueError):  # not a notebook: no page can render it either
+                continue
+    return changed
+
+
 class Server:
     """JupyterLab with nbgrader's formgrader at ``OUT/nbgrader``, on 127.0.0.1 with a token;
     a context manager that stops it (and its kernels) on the way out."""
@@ -119,13 +146,16 @@ class Server:
         command = [sys.executable, "-m", "jupyterlab", "--no-browser"]
         command += [f"--ServerApp.root_dir={self.out.work}", "--ServerApp.ip=127.0.0.1"]
         command += [f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0"]
-        command += ["--ServerApp.log_level=WARN"]
+        command += ["--ServerApp.log_level=WARN", "--NotebookNotary.db_file=:memory:"]
+        headers = {"headers": {"Content-Security-Policy": CONTENT_SECURITY_POLICY}}
+        command += [f"--ServerApp.tornado_settings={headers!r}"]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             command.append("--allow-root")  # a container's only user, say
         return command
 
     def __enter__(self) -> "Server":
         write_config(self.out)
+        make_served_inert(self.out)
         env = {**os.environ, GRADEBOOK_ENV: self.url, "JUPYTER_TOKEN": self.token}
         # Its own session: a Ctrl-C reaches this process, which stops the server in order.
         self.process = subprocess.Popen(

@@ -26,12 +26,14 @@ CELL_TIMEOUT_S = 180
 
 # What ``grade`` runs on each submission: nbgrader's autograde steps, with its Execute
 # replaced by the course's (autograder/sandbox.py: the kernel in a sandbox, each cell's
-# output capped while it runs). LimitOutput (at most 1000 lines of a cell's text, 100 of a
+# output capped while it runs); then the notebook the formgrader shows is made inert
+# (autograder/inert.py: no output or markdown of the student's renders as markup). LimitOutput (at most 1000 lines of a cell's text, 100 of a
 # traceback) is nbgrader's own and stays.
 AUTOGRADE_PREPROCESSORS = [
     "autograder.sandbox.GradingExecute",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "autograder.inert.InertNotebook",
     "nbgrader.preprocessors.LimitOutput",
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
@@ -49,6 +51,9 @@ def configure(c: Config) -> Config:
     c.CourseDirectory.course_id = COURSE_ID
     c.CourseDirectory.source_directory = "solutions"
     c.CourseDirectory.release_directory = "notebooks"
+    # The release's markdown is the course's own: what a student wrote is held to
+    # autograder/inert.py's allowlist (a path relative to the course root, as nbgrader's).
+    c.InertNotebook.release_directory = "notebooks"
     c.ClearSolutions.code_stub = {"python": CODE_STUB}
     c.ClearSolutions.enforce_metadata = True
     c.Execute.timeout = CELL_TIMEOUT_S
@@ -62,6 +67,7 @@ def configure(c: Config) -> Config:
     # and the math is MathML, so that the page loads nothing from another host
     # (autograder/feedback.py).
     c.GenerateFeedback.preprocessors = [
+        "autograder.inert.InertNotebook",  # again: a notebook graded before it existed
         "nbgrader.preprocessors.GetGrades",
         "nbgrader.preprocessors.ClearHiddenTests",
         "autograder.feedback.ShortTracebacks",
@@ -102,6 +108,7 @@ def course_config(root, db_url: str | None = None, **directories: str) -> Config
     """The configuration for a course rooted at ``root`` (optionally with another gradebook
     or other step directories, e.g. ``release_directory="/tmp/x"``)."""
     c = configure(Config())
+    root = Path(root)
     c.CourseDirectory.root = str(root)
     # The course never uses nbgrader's exchange; point it somewhere writable so nbgrader
     # does not log a CRITICAL "unwritable directory" on every command.
@@ -110,4 +117,6 @@ def course_config(root, db_url: str | None = None, **directories: str) -> Config
         c.CourseDirectory.db_url = db_url
     for name, value in directories.items():
         setattr(c.CourseDirectory, name, str(value))
+    release = Path(c.CourseDirectory.release_directory)
+    c.InertNotebook.release_directory = str(release if release.is_absolute() else root / release)
     return c

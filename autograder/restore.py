@@ -31,6 +31,7 @@ from pathlib import Path
 from autograder.cells import exercise_above, metadata
 from autograder.cells import grade_id as cell_grade_id
 from autograder.experiments import skip_marked
+from autograder.inert import course_text, make_inert
 from autograder.outfolder import Out
 
 
@@ -143,7 +144,8 @@ def _unique_ids(cells: list) -> None:
 def stage(out: Out, path: Path, student: str, chapter: str, released: dict) -> str | None:
     """Write the submission at ``path`` where nbgrader takes it from, its released cells
     put back as released (:func:`restore`) and the experiment cells marked in the release
-    stubbed out (``autograder/experiments.py``); what was put back."""
+    stubbed out (``autograder/experiments.py``), and made inert (``autograder/inert.py``:
+    its outputs dropped, for nbgrader runs it afresh); what was put back."""
     if chapter not in released:
         released[chapter] = json.loads(out.released(chapter).read_text(encoding="utf-8"))
     staged = out.submitted(student, chapter)
@@ -154,6 +156,10 @@ def stage(out: Out, path: Path, student: str, chapter: str, released: dict) -> s
         # stubs already (a locked one would otherwise be "put back" for every student)
         skip_marked(submitted, released[chapter])
         restored, repaired = restore(submitted, released[chapter])
+        for cell in restored["cells"]:
+            if isinstance(cell, dict) and cell.get("cell_type") == "code":
+                cell["outputs"], cell["execution_count"] = [], None
+        make_inert(restored, course_text(released[chapter]))
     except Exception as error:  # nbformat read it: leave it to nbgrader as it is
         if Path(path).resolve() != staged.resolve():
             shutil.copyfile(path, staged)
