@@ -4,16 +4,24 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: setup book pdf test benchmark release check clean
+.PHONY: setup lock book pdf test benchmark release check clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Every package from requirements.lock, each checked against its hashes; then the project
+# itself (editable: nothing of it is a download).
+$(STAMP): pyproject.toml requirements.lock
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11 ...'"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet --require-hashes -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
+
+# After a change of pyproject.toml's pins: resolve them afresh, write requirements.lock and
+# environment.yml (tools/lock.py), then `make setup` installs the new lock.
+lock:
+	@test -x $(PY) || $(MAKE) setup
+	$(PY) tools/lock.py
 
 book: setup
 	rm -rf _build/html

@@ -65,6 +65,8 @@ ATTRIBUTES = {
     "td": {"style", "colspan", "rowspan"},
     "table": {"class", "border"},
     "tr": {"style"},
+    # highlighted code: pygments' classes
+    "div": {"class"}, "span": {"class"}, "pre": {"class"}, "code": {"class"},
 }  # fmt: skip
 # An image is inert only as data of a raster format; a link only to the web, to mail or to
 # a place in the same page (a heading's anchor). Nothing relative to the page's server.

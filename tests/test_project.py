@@ -27,12 +27,77 @@ def _pins_from_environment(root):
     return {d.replace(" ", "") for d in pip if not d.startswith("-e")}
 
 
-def test_environment_yml_has_the_same_pins_as_pyproject(root):
-    pyproject, environment = _pins_from_pyproject(root), _pins_from_environment(root)
-    assert pyproject == environment, (
-        f"only in pyproject.toml: {sorted(pyproject - environment)}; "
-        f"only in environment.yml: {sorted(environment - pyproject)}"
+def _lock(root) -> str:
+    return (root / "requirements.lock").read_text(encoding="utf-8")
+
+
+def test_the_lock_satisfies_every_pin_of_pyproject(root):
+    """Each pin of pyproject.toml is the lock's version, and the packages the lock says come
+    from pyproject.toml are exactly its pins: a pin changed, added or removed without
+    `make lock` fails here."""
+    from packaging.requirements import Requirement
+
+    from tools.lock import direct, locked, normalised
+
+    lock = _lock(root)
+    pins, versions = {}, locked(lock)
+    for spec in map(Requirement, _pins_from_pyproject(root)):
+        pins[normalised(spec.name)] = spec
+    wrong = {
+        name: (str(spec.specifier), versions.get(name))
+        for name, spec in pins.items()
+        if name not in versions or not spec.specifier.contains(versions[name], prereleases=True)
+    }
+    assert not wrong, f"pyproject.toml asks for another version than the lock holds: {wrong}"
+    assert direct(lock) == set(pins), (
+        f"only in pyproject.toml: {sorted(set(pins) - direct(lock))}; "
+        f"locked as from pyproject.toml, no longer there: {sorted(direct(lock) - set(pins))}"
     )
+
+
+def test_every_package_of_the_lock_has_hashes(root):
+    blocks = re.split(r"\n(?=[A-Za-z0-9])", _lock(root))
+    pins = [b for b in blocks if "==" in b.split("\n", 1)[0]]
+    assert len(pins) > 100  # the whole environment, not only pyproject.toml's pins
+    bare = [b.split("\n", 1)[0] for b in pins if "--hash=sha256:" not in b]
+    assert not bare, f"locked without a hash: {bare}"
+
+
+def test_the_lock_holds_the_advisories_floors(root):
+    from packaging.version import Version
+
+    from tools.lock import FLOORS, locked
+
+    versions = locked(_lock(root))
+    for name, floor in FLOORS.items():
+        assert Version(versions[name]) >= Version(floor), (name, versions[name], floor)
+
+
+def test_environment_yml_mirrors_the_lock(root):
+    from tools.lock import NOT_IN_ENVIRONMENT, environment_yml, locked, normalised, release
+
+    wanted = {
+        f"{name}=={release(v)}"
+        for name, v in locked(_lock(root)).items()
+        if name not in NOT_IN_ENVIRONMENT
+    }
+    environment = {
+        f"{normalised(p.split('==')[0])}=={p.split('==')[1]}" for p in _pins_from_environment(root)
+    }
+    assert environment == wanted, (
+        f"only in the lock: {sorted(wanted - environment)}; "
+        f"only in environment.yml: {sorted(environment - wanted)} (run `make lock`)"
+    )
+    text = (root / "environment.yml").read_text(encoding="utf-8")
+    assert text == environment_yml(locked(_lock(root)))
+
+
+def test_make_setup_installs_the_lock_with_its_hashes(root):
+    makefile = (root / "Makefile").read_text()
+    recipe = makefile[makefile.index("$(STAMP): pyproject.toml requirements.lock") :]
+    recipe = recipe[: recipe.index("touch $(STAMP)")]
+    assert "pip install --quiet --require-hashes -r requirements.lock" in recipe
+    assert "pip install --quiet --no-deps -e ." in recipe  # nothing resolved beside the lock
 
 
 def test_every_dependency_is_pinned_exactly(root):

@@ -1,0 +1,233 @@
+"""autograder/inert.py: what a page may render of a student's notebook, part by part (the
+pages themselves, in chromium, are tests/test_markup_submissions.py)."""
+
+import base64
+import copy
+import json
+
+import nbformat
+import pytest
+
+from attention_course.handout import MIME_TYPE as HANDOUT
+from autograder.feedback import latex_to_mathml
+from autograder.inert import (
+    as_text,
+    course_text,
+    is_inert_html,
+    is_inert_markdown,
+    make_inert,
+    make_inert_file,
+    notes_of,
+    rendered_markdown,
+)
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
+
+
+def notebook(*cells, **metadata):
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": metadata, "cells": list(cells)}
+    return json.loads(json.dumps(nb))  # as JSON, unvalidated: a cell id may be anything
+
+
+def code(*outputs, **fields):
+    cell = nbformat.v4.new_code_cell("x = 1")
+    cell.outputs = [nbformat.from_dict(o) for o in outputs]
+    cell.update(fields)
+    return cell
+
+
+def display(data, metadata=None):
+    return {"output_type": "display_data", "data": data, "metadata": metadata or {}}
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        '<img src="x" onerror="alert(1)">',
+        "<script>alert(1)</script>",
+        "<b>fine</b><script>alert(1)</script>",
+        '<a href="javascript:alert(1)">x</a>',
+        '<img src="/api/contents">',
+        '<img src="https://example.org/pixel.png">',
+        '<div style="background:url(https://example.org/x)">x</div>',
+        "<iframe src=data:text/html,x></iframe>",
+        "<svg onload=alert(1)></svg>",
+        "<form action=/api/kernels method=post><button>x</button></form>",
+        '<p title="x" onclick="alert(1)">x</p>',
+        "<style>body{background:url(/api/contents)}</style>",
+        "<b>x</b><!-- a comment -->",
+    ],
+)
+def test_html_with_anything_beyond_the_allowlist_is_not_inert(html):
+    assert not is_inert_html(html)
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<b>bold</b> &amp; <em>emphasis</em>",
+        '<table border="1" class="dataframe"><thead><tr style="text-align: right;"><th></th>'
+        "<th>a</th></tr></thead><tbody><tr><th>0</th><td>1</td></tr></tbody></table>",
+        '<a href="https://example.org/page">a link</a>',
+        f'<img src="data:image/png;base64,{PNG}" alt="plot">',
+        "<pre>a &lt; b</pre>",
+    ],
+)
+def test_plain_html_is_inert_as_it_is(html):
+    assert is_inert_html(html)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        '<img src=x onerror="alert(1)">',
+        "<script>alert(1)</script>",
+        "[x](javascript:alert(1))",
+        "<javascript:alert(1)>",
+        "[go][r]\n\n[r]: javascript:alert(2)",
+        "![an image](/api/contents)",
+        "![an image](https://example.org/pixel.png)",
+        "$\\href{javascript:alert(1)}{x}$",
+        "$$\\style{background:url(x)}{x}$$",
+        "<details><summary>a hint</summary>the course's own, copied</details>",
+        "![missing](attachment:none.png)",
+    ],
+)
+def test_markdown_with_markup_is_shown_as_text(source):
+    assert not is_inert_markdown(source)
+    nb = notebook(nbformat.v4.new_markdown_cell(source))
+    (note,) = make_inert(nb)
+    assert "a markdown cell was shown as text" in note
+    assert nb["cells"][0]["source"] == as_text(source)
+    assert is_inert_markdown(nb["cells"][0]["source"])  # the fence renders as plain text
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "My answer: **the scale** keeps the variance at $1$, since $\\mathrm{Var}(q \\cdot k) = d_k$.",
+        "# A heading\n\n- a list\n- of `code`\n\n> a quote\n\n| a | b |\n|:--|--:|\n| 1 | 2 |",
+        "a < b and c > d & e, [the paper](https://arxiv.org/abs/1706.03762)",
+        "```python\n<script>not run: code</script>\n```",
+    ],
+)
+def test_plain_markdown_stays_markdown(source):
+    assert is_inert_markdown(source)
+    nb = notebook(nbformat.v4.new_markdown_cell(source))
+    assert make_inert(nb) == [] and nb["cells"][0]["source"] == source
+
+
+def test_the_course_markdown_stays_as_it_is():
+    hint = "<details><summary>Hint</summary>Look at the shapes.</details>"
+    released = notebook(nbformat.v4.new_markdown_cell(hint))
+    nb = notebook(nbformat.v4.new_markdown_cell(hint), nbformat.v4.new_markdown_cell(hint + "!"))
+    (note,) = make_inert(nb, course_text(released))
+    assert note.startswith("cell 2:")
+    assert nb["cells"][0]["source"] == hint
+
+
+def test_a_fence_longer_than_any_in_the_source():
+    source = "<b>x</b>\n````\n<script>alert(1)</script>\n````"
+    text = as_text(source)
+    assert text.startswith("`````text\n") and text.endswith("\n`````")
+    assert "&lt;script&gt;" in rendered_markdown(text)
+
+
+def test_outputs_keep_text_rasters_plain_html_and_the_handout():
+    outputs = [
+        {"output_type": "stream", "name": "stdout", "text": "<b>printed</b>"},
+        display({"image/png": PNG, "text/plain": "<Figure>"}, {"image/png": {"width": 640}}),
+        display({"text/html": "<b>a table</b>", "text/plain": "table"}),
+        display({HANDOUT: {"values": [1, 2]}}),
+        {"output_type": "error", "ename": "ValueError", "evalue": "<b>", "traceback": ["x"]},
+    ]
+    nb = notebook(code(*copy.deepcopy(outputs), execution_count=3))
+    assert make_inert(nb) == []
+    assert nb["cells"][0]["outputs"] == outputs
+
+
+@pytest.mark.parametrize(
+    ("data", "note", "shown"),
+    [
+        (
+            {"text/html": '<img src=x onerror="alert(1)">', "text/plain": "<HTML object>"},
+            "an HTML output was shown as text",
+            '<img src=x onerror="alert(1)">',
+        ),
+        ({"image/svg+xml": "<svg onload=x/>"}, "an SVG image was shown as text", "<svg onload=x/>"),
+        (
+            {"application/javascript": "alert(1)"},
+            "a JavaScript output was shown as text",
+            "alert(1)",
+        ),
+        ({"text/markdown": "[x](javascript:y)"}, "a markdown output was shown as text", None),
+        ({"text/latex": "$\\href{x}{y}$"}, "a LaTeX output was shown as text", None),
+        (
+            {"application/vnd.jupyter.widget-view+json": {"model_id": "1"}, "text/plain": "HTML()"},
+            "a widget was left out",
+            "HTML()",
+        ),
+        ({"image/png": 'not base64 "><script>'}, "a image/png output was left out", ""),
+    ],
+)
+def test_an_output_a_page_would_render_as_markup_is_shown_as_text(data, note, shown):
+    nb = notebook(code(display(data)))
+    (said,) = make_inert(nb)
+    assert said == f"cell 1: {note}"
+    (output,) = nb["cells"][0]["outputs"]
+    assert set(output["data"]) == {"text/plain"}
+    if shown is not None:
+        assert output["data"]["text/plain"] == shown
+    assert notes_of(nb) == [said]
+
+
+def test_raster_metadata_keeps_only_a_size():
+    metadata = {"image/png": {"width": 10, "height": "<b>", "isolated": True}, "x": "<b>"}
+    nb = notebook(code(display({"image/png": PNG}, metadata)))
+    make_inert(nb)
+    assert nb["cells"][0]["outputs"][0]["metadata"] == {"image/png": {"width": 10}}
+
+
+def test_ids_tags_attachments_raw_cells_and_notebook_metadata():
+    cell = code()
+    cell["id"] = 'x"><img src=x onerror=alert(1)>'  # set after nbformat built the cell
+    cell.metadata["tags"] = ["skip-when-grading", '"><b>']
+    markdown = nbformat.v4.new_markdown_cell("![plot](attachment:plot.png)")
+    markdown["attachments"] = {
+        "plot.png": {"image/png": PNG},
+        "x.svg": {"image/svg+xml": "<svg onload=alert(1)/>"},
+    }
+    raw = nbformat.v4.new_raw_cell("<script>alert(1)</script>")
+    raw.metadata["format"] = "text/html"
+    nb = notebook(cell, markdown, raw, widgets={"state": "</script>"}, title="<b>")
+    notes = make_inert(nb)
+    assert nb["cells"][0]["id"] == "inert-0"
+    assert nb["cells"][0]["metadata"]["tags"] == ["skip-when-grading"]
+    assert nb["cells"][1]["attachments"] == {"plot.png": {"image/png": PNG}}
+    assert nb["cells"][1]["source"] == "![plot](attachment:plot.png)"  # its image is inert
+    assert "format" not in nb["cells"][2]["metadata"]
+    assert set(nb["metadata"]) == {"autograder"}  # widgets and title out, the notes in
+    assert len(notes) == 6, notes
+
+
+def test_it_is_idempotent_and_the_notes_add_up(tmp_path):
+    nb = notebook(
+        nbformat.v4.new_markdown_cell("<script>x</script>"),
+        code(display({"text/html": "<script>y</script>"})),
+    )
+    first = make_inert(nb)
+    assert len(first) == 2 and make_inert(nb) == []
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps(nb))
+    assert make_inert_file(path, set()) is False
+    nb["cells"][1]["outputs"] = [display({"text/html": "<script>z</script>"})]
+    path.write_text(json.dumps(nb))
+    assert make_inert_file(path, set()) is True
+    assert len(notes_of(json.loads(path.read_text()))) == 2  # the same note once
+
+
+def test_the_feedback_math_never_writes_a_students_link_or_style():
+    for latex in ("\\href{javascript:alert(1)}{x}", "\\style{color:red}{x}", "\\class{a}{x}"):
+        mathml = latex_to_mathml(latex)
+        assert mathml.startswith('<code class="math-source">'), mathml
+        assert "href=" not in mathml and "style=" not in mathml
