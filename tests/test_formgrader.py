@@ -183,7 +183,11 @@ def test_a_flagged_exercise_reviewed_in_the_formgrader_counts_everywhere(root, t
     try:
         formgrader = f"http://127.0.0.1:{port}/formgrader?token={TOKEN}"
         wait_until_it_answers(formgrader, server, log)
-        assert formgrader in log.read_text()  # the command says where
+        # the command says where, once its own check that the server answers is done
+        deadline = time.monotonic() + 30
+        while formgrader not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert formgrader in log.read_text()
         review_in_the_browser(path, formgrader)
 
         applied = autograder(root, "review", out, "--apply")
