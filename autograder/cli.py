@@ -1,5 +1,5 @@
-"""Command line: ``python -m autograder {release,check,collect,grade,report,validate,
-export} ...`` (``validate`` is the students' check of a notebook before they hand it in;
+"""Command line: ``python -m autograder {release,check,release-solutions,collect,grade,
+report,validate,export} ...`` (``validate`` is the students' check of a notebook before they hand it in;
 ``export`` writes the grades into the file Canvas, Moodle or Blackboard imports).
 
 ``review OUT`` opens a graded class in nbgrader's formgrader (JupyterLab) to grade by hand,
@@ -42,6 +42,18 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("release", help="regenerate notebooks/ from solutions/")
     p.add_argument("chapters", nargs="*", help="chapter ids (default: all)")
     sub.add_parser("check", help="fail when notebooks/ drifted from solutions/ or leaks solutions")
+    p = sub.add_parser(
+        "release-solutions",
+        help="write chapters' worked solutions without the hidden tests, for the students "
+        "once the class is graded",
+    )
+    p.add_argument("chapters", nargs="+", help="chapter ids")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("released-solutions"),
+        help="where to write <chapter>/<chapter>-solutions.ipynb (default: released-solutions)",
+    )
     _collect_arguments(
         sub.add_parser(
             "collect",
@@ -252,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         "review": _review,
         "export": _export,
         "validate": _validate,
+        "release-solutions": _release_solutions,
     }[args.command]
     try:
         return command(args)
@@ -267,6 +280,16 @@ def _release(args) -> int:
 
     for path in release(root, args.chapters):
         print(f"released {path.relative_to(root)}")
+    return 0
+
+
+def _release_solutions(args) -> int:
+    """``release-solutions CHAPTER ... [--out DIR]``: the worked solutions for students."""
+    root = find_root(args.course_dir)
+    from autograder.solutions_out import release_solutions
+
+    for path in release_solutions(root, args.chapters, args.out):
+        print(f"wrote {path}: the solutions and visible tests, no hidden test")
     return 0
 
 
