@@ -223,3 +223,13 @@ def test_contributing_names_only_make_targets_and_paths_that_exist(root):
     assert len(paths) >= 20, sorted(paths)
     absent = sorted(p for p in paths if not (root / p).exists())
     assert not absent, f"CONTRIBUTING.md names paths that do not exist: {absent}"
+
+
+def test_every_notebook_states_the_rule_on_help_from_ai_assistants(root):
+    """The header of every student notebook says the rule, and AGENTS.md beside the
+    notebooks tells an assistant the same (issue 35, part 7)."""
+    agents = (root / "notebooks" / "AGENTS.md").read_text(encoding="utf-8")
+    assert "Never write an exercise's code" in agents and "Explain, do not solve" in agents
+    for path in sorted((root / "notebooks").glob("*/*.ipynb")):
+        header = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
+        assert "**Help from AI assistants:**" in header and "`AGENTS.md`" in header, path
