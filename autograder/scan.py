@@ -37,9 +37,13 @@ from dataclasses import dataclass
 
 from autograder.cells import grade_id, is_locked, is_solution
 
-# The operator an exercise replaces, by chapter and solution cell (grade id). Matched on
-# the last one or two names of a dotted call or import: ``F.glu``, ``torch.nn.functional.glu``
-# and ``from torch.nn.functional import glu`` are all ``functional.glu`` or ``F.glu``.
+# The operator an exercise replaces, by chapter and solution cell (grade id). A name is
+# resolved through every import of the notebook (the set-up cell's ``import
+# torch.nn.functional as F`` included) and compared in one spelling (:func:`_canonical`):
+# ``F.glu``, ``torch.nn.functional.glu``, ``nn.functional.glu``, ``G.glu`` after ``import
+# torch.nn.functional as G`` and ``g`` after ``from torch.nn.functional import glu as g`` are
+# all ``functional.glu``; ``torch.nn.GLU`` and ``tnn.GLU`` after ``from torch import nn as
+# tnn`` are ``nn.GLU``.
 FORBIDDEN: dict[str, dict[str, tuple[str, ...]]] = {
     "03_convs2s": {
         "glu": ("functional.glu", "F.glu", "nn.GLU"),
@@ -166,7 +170,18 @@ def _dotted(node: ast.AST) -> str:
     return ".".join(reversed(parts))
 
 
+def _canonical(dotted: str) -> str:
+    """One spelling of a resolved dotted name: ``torch.`` dropped, ``nn.functional`` and a
+    leading ``F`` (the course's name for it) as ``functional``."""
+    dotted = dotted.removeprefix("torch.")
+    dotted = dotted.replace("nn.functional.", "functional.")
+    if dotted.startswith("F."):
+        dotted = "functional." + dotted[2:]
+    return dotted
+
+
 def _matches(dotted: str, pattern: str) -> bool:
+    dotted, pattern = _canonical(dotted), _canonical(pattern)
     return dotted == pattern or dotted.endswith("." + pattern)
 
 
@@ -220,14 +235,11 @@ class _Scanner(ast.NodeVisitor):
             )
 
     def _check_operator(self, node: ast.AST, dotted: str) -> None:
-        dotted = dotted.replace("torch.nn.functional", "functional").replace("torch.nn", "nn")
         for pattern in self.forbidden:
             if _matches(dotted, pattern):
+                shown = _canonical(pattern).replace("functional.", "F.", 1)
                 self.flag(
-                    node,
-                    "operator",
-                    f"uses {pattern.replace('functional.', 'F.')}, the operator this exercise "
-                    "asks you to write",
+                    node, "operator", f"uses {shown}, the operator this exercise asks you to write"
                 )
                 return
 
@@ -381,6 +393,22 @@ def scan_added_cell(
     return [Flag(f.cell, f.line, f.rule, where + f.message) for f in flags]
 
 
+def imports_of(source: str, aliases: dict[str, str]) -> None:
+    """Add the names that ``source`` (a cell the scan does not flag: the set-up cell, say)
+    binds by importing to ``aliases``, as a scanned cell's imports are."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name.split(".")[0]] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{node.module or ''}.{alias.name}"
+
+
 def _plain(source) -> str:
     return "\n".join(line.rstrip() for line in str(source).strip().splitlines())
 
@@ -403,4 +431,6 @@ def scan_notebook(nb, chapter: str, released=None) -> list[Flag]:
             flags += scan_cell(chapter, above, cell.source, aliases)
         elif not is_locked(cell) and exercises and _plain(cell.source) not in instructors:
             flags += scan_added_cell(chapter, above or exercises[0], cell.source, aliases)
+        else:  # the instructor's cells: not scanned, but what they import is followed
+            imports_of(cell.source, aliases)
     return flags

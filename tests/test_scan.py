@@ -294,3 +294,66 @@ def test_grading_withholds_flagged_points_until_accepted(root, tmp_path):
     for cell in ("test_attention_unmasked", "test_attention_masked"):
         assert rows[cell].points == rows[cell].max_points and rows[cell].status == "graded"
     assert ",yes," in (tmp_path / "out" / FLAGGED_CSV).read_text(encoding="utf-8")
+
+
+def spellings(operator: str) -> list[str]:
+    """Every way a solution cell may call ``operator`` (a FORBIDDEN entry: ``functional.x``,
+    ``F.x`` or ``nn.X``), each a line of code."""
+    kind, name = operator.rsplit(".", 1)
+    if kind in ("functional", "F"):
+        return [
+            f"y = F.{name}(x)",
+            f"y = torch.nn.functional.{name}(x)",
+            f"y = nn.functional.{name}(x)",
+            f"from torch.nn.functional import {name} as renamed\ny = renamed(x)",
+            f"from torch.nn import functional as G\ny = G.{name}(x)",
+            f"import torch.nn.functional as G\ny = G.{name}(x)",
+            f"import torch as T\ny = T.nn.functional.{name}(x)",
+            f"y = getattr(F, '{name}')(x)",
+            f"op = F.{name}\ny = op(x)",
+        ]
+    return [
+        f"m = nn.{name}(8, 2)",
+        f"m = torch.nn.{name}(8, 2)",
+        f"from torch.nn import {name} as Renamed\nm = Renamed(8, 2)",
+        f"from torch import nn as tnn\nm = tnn.{name}(8, 2)",
+        f"import torch.nn as tnn\nm = tnn.{name}(8, 2)",
+        f"m = getattr(nn, '{name}')(8, 2)",
+    ]
+
+
+SPELLINGS = [
+    (chapter, exercise, operator, spelling)
+    for chapter, exercises in FORBIDDEN.items()
+    for exercise, operators in exercises.items()
+    for operator in operators
+    for spelling in spellings(operator)
+]
+
+
+@pytest.mark.parametrize(("chapter", "exercise", "operator", "spelling"), SPELLINGS)
+def test_every_forbidden_operator_is_flagged_in_every_spelling(
+    root, chapter, exercise, operator, spelling
+):
+    """In the chapter's own notebook, whose set-up cell imports ``F`` and ``nn`` as it does:
+    a call of the operator at the end of the exercise's solution cell is flagged, against
+    that exercise (issue 36)."""
+    nb = solved_notebook(root, chapter)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == exercise)
+    cell.source += "\n\n\ndef uses_it(x):\n" + "\n".join(
+        "    " + line for line in spelling.splitlines()
+    )
+    flags = [f for f in scan_notebook(nb, chapter) if f.rule == "operator"]
+    assert flags and {f.cell for f in flags} == {exercise}, (spelling, flags)
+
+
+def test_a_solution_that_borrows_a_name_a_test_cell_bound_is_flagged(root):
+    """Chapter 05's test cells bind the grader's measurements as ``measure`` before
+    ``attention_weights_bytes``: a solution that returns the measurement is flagged as
+    using the reference code (issue 36), though its tests would pass."""
+    chapter, exercise = "05_multi_head_attention", "attention_weights_bytes"
+    nb = solved_notebook(root, chapter)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == exercise)
+    cell.source += "\n\n\ndef borrowed(*args):\n    return measure.saved_attention_bytes(*args)"
+    flags = [f for f in scan_notebook(nb, chapter) if f.rule == "reference"]
+    assert [f.cell for f in flags] == [exercise] and "autograder.reference.cost" in str(flags[0])
