@@ -81,6 +81,7 @@ class _Scanner:
     def __init__(self, root: Path, out: Out):
         self.root, self.out = root, out
         self.released: dict[str, object] = {}  # chapter -> its release: the instructor's cells
+        self.solutions: dict[str, object] = {}  # chapter -> its solution: the cells as graded
         self.exercises: dict[str, dict[str, list[str]]] = {}
 
     def flags(self, student: str, chapter: str) -> list:
@@ -89,9 +90,12 @@ class _Scanner:
             self.released[chapter] = (
                 nbformat.read(release, as_version=4) if release.is_file() else None
             )
+        if chapter not in self.solutions:
+            path = solution_path(self.root, chapter)
+            self.solutions[chapter] = nbformat.read(path, as_version=4) if path.is_file() else None
         try:
             nb = nbformat.read(self.out.submitted(student, chapter), as_version=4)
-            return scan_notebook(nb, chapter, self.released[chapter])
+            return scan_notebook(nb, chapter, self.released[chapter], self.solutions[chapter])
         except Exception:
             return []  # it was graded, so it was readable; nothing to scan now
 

@@ -413,13 +413,19 @@ def _plain(source) -> str:
     return "\n".join(line.rstrip() for line in str(source).strip().splitlines())
 
 
-def scan_notebook(nb, chapter: str, released=None) -> list[Flag]:
+def scan_notebook(nb, chapter: str, released=None, solution=None) -> list[Flag]:
     """The flags of every solution cell of a submitted notebook (an nbformat notebook),
     and of every code cell the student added: a code cell that is neither a solution cell,
-    nor locked, nor one of the ``released`` notebook's cells as released."""
+    nor locked, nor one of the ``released`` notebook's cells as released. The names the
+    instructor's cells import are followed; with the chapter's ``solution`` notebook, as
+    they are when graded, hidden tests included (a solution that calls ``ref.x``, which only
+    a hidden test binds, works when graded, and is flagged)."""
     instructors = set()
     if released is not None:
         instructors = {_plain(c.source) for c in released.cells if c.get("cell_type") == "code"}
+    graded_as = {}
+    if solution is not None:
+        graded_as = {grade_id(c): c.source for c in solution.cells if is_locked(c) and grade_id(c)}
     code = [c for c in nb.cells if c.get("cell_type") == "code"]
     exercises = [grade_id(c) or "?" for c in code if is_solution(c)]
     flags: list[Flag] = []
@@ -432,5 +438,5 @@ def scan_notebook(nb, chapter: str, released=None) -> list[Flag]:
         elif not is_locked(cell) and exercises and _plain(cell.source) not in instructors:
             flags += scan_added_cell(chapter, above or exercises[0], cell.source, aliases)
         else:  # the instructor's cells: not scanned, but what they import is followed
-            imports_of(cell.source, aliases)
+            imports_of(graded_as.get(grade_id(cell), cell.source), aliases)
     return flags

@@ -27,7 +27,14 @@ from traitlets.config import Config
 
 from autograder.cells import exercise_of_tests, grade_id, is_graded, is_solution
 from autograder.cells import tests_of_exercises as tests_of
-from autograder.chapters import ALL_CHAPTERS, INSTALLED_ROOT, CourseError, find_root, release_path
+from autograder.chapters import (
+    ALL_CHAPTERS,
+    INSTALLED_ROOT,
+    CourseError,
+    find_root,
+    release_path,
+    solution_path,
+)
 from autograder.environment import KERNEL_ENV, environment
 from autograder.experiments import skip_marked
 from autograder.feedback import name_of_test
@@ -111,7 +118,7 @@ def validate(
         exercises=[grade_id(c) for c in released.cells if is_solution(c)],
         tests=tests_of(released),
         put_back=put_back,
-        flags=scan_notebook(nb, chapter, released),
+        flags=scan_notebook(nb, chapter, released, _solution(root, chapter)),
     )
     start = time.perf_counter()
     seconds, found.stopped = execute(nb, sandbox=unsandboxed is None)
@@ -299,6 +306,13 @@ def _error(cell) -> str | None:
 
 def _plain(source: str) -> str:
     return "\n".join(line.rstrip() for line in source.strip().splitlines())
+
+
+def _solution(root: Path, chapter: str):
+    """The chapter's solution notebook where the course has it (the scan then follows what
+    the hidden tests import, as grading does), else None."""
+    path = solution_path(root, chapter)
+    return nbformat.read(path, as_version=4) if path.is_file() else None
 
 
 def _place(cell, index: int) -> str:

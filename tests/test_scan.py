@@ -7,7 +7,7 @@ import nbformat
 import pytest
 from bwrap import grade_options
 
-from autograder.chapters import ALL_CHAPTERS, release_path
+from autograder.chapters import ALL_CHAPTERS, release_path, solution_path
 from autograder.scan import FORBIDDEN, scan_cell, scan_notebook
 from autograder.submissions import solved_notebook
 
@@ -22,9 +22,12 @@ def test_the_solutions_are_not_flagged(root, chapter):
 
 @pytest.mark.parametrize("chapter", ALL_CHAPTERS)
 def test_the_released_cells_and_the_solutions_are_not_flagged(root, chapter):
-    """The release's own code cells (experiments, demos) are the instructor's, not added."""
+    """The release's own code cells (experiments, demos) are the instructor's, not added;
+    and the names the hidden tests import, followed as when graded, flag no solution."""
     released = nbformat.read(release_path(root, chapter), as_version=4)
     assert scan_notebook(solved_notebook(root, chapter), chapter, released) == []
+    solution = nbformat.read(solution_path(root, chapter), as_version=4)
+    assert scan_notebook(solved_notebook(root, chapter), chapter, released, solution) == []
 
 
 def exercise_text(root, chapter: str, exercise: str) -> str:
@@ -357,3 +360,20 @@ def test_a_solution_that_borrows_a_name_a_test_cell_bound_is_flagged(root):
     cell.source += "\n\n\ndef borrowed(*args):\n    return measure.saved_attention_bytes(*args)"
     flags = [f for f in scan_notebook(nb, chapter) if f.rule == "reference"]
     assert [f.cell for f in flags] == [exercise] and "autograder.reference.cost" in str(flags[0])
+
+
+def test_a_name_only_a_hidden_test_binds_is_followed_as_when_graded(root):
+    """Chapter 04's first test cell binds ``ref`` (the reference attention) in its hidden
+    part only: ``ref.padding_mask`` in the next exercise fails in the student's notebook
+    and works when graded. Given the solution notebook, as grading gives it, the scan
+    follows the hidden import and flags it."""
+    nb = solved_notebook(root, CH04)
+    cell = next(
+        c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "padding_mask"
+    )
+    cell.source += "\n\n\ndef borrowed(lengths):\n    return ref.padding_mask(lengths)"
+    released = nbformat.read(release_path(root, CH04), as_version=4)
+    assert scan_notebook(nb, CH04, released) == []  # what the student's notebook binds
+    solution = nbformat.read(solution_path(root, CH04), as_version=4)
+    flags = scan_notebook(nb, CH04, released, solution)
+    assert [(f.cell, f.rule) for f in flags] == [("padding_mask", "reference")]
