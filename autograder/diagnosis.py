@@ -79,7 +79,9 @@ class Call:
 
 def _copy(x):
     """A copy of ``x`` that later in-place changes cannot alter (tensors and generators are
-    copied; modules and other objects are kept by reference)."""
+    copied, and so is a plain object that holds state, such as a KV cache handed to a layer,
+    so that a replay starts from its state at the call; modules, functions and classes are
+    kept by reference)."""
     if isinstance(x, torch.Tensor):
         c = x.detach().clone()
         return c.requires_grad_() if x.requires_grad and c.is_floating_point() else c
@@ -101,7 +103,20 @@ def _copy(x):
             )
         except (TypeError, ValueError):
             return x
+    if _holds_state(x):
+        try:
+            return copy.deepcopy(x)
+        except Exception:
+            return x
     return x
+
+
+def _holds_state(x) -> bool:
+    """An instance of a plain class (not a module, a function, a class or a builtin) with
+    attributes of its own: a cache, a counter."""
+    if isinstance(x, nn.Module | type | types.FunctionType | types.MethodType | types.ModuleType):
+        return False
+    return type(x).__module__ != "builtins" and bool(getattr(x, "__dict__", None))
 
 
 def _state(module: nn.Module) -> dict:

@@ -96,6 +96,34 @@ MISTAKES = [
         "test_grouped_query_attention",
     ),
     mistake(
+        "gqa-cache-ignored",
+        "grouped_query_attention",
+        "the layer hands its keys and values to the cache but attends only to the new ones, "
+        "not to what the cache returns",
+        "K, V = cache.update(K, V)",
+        "cache.update(K, V)",
+        "test_grouped_query_attention",
+    ),
+    mistake(
+        "gqa-keys-rotated-after-caching",
+        "grouped_query_attention",
+        "the keys are rotated after the cache, so the cache keeps keys without their "
+        "positions and every cached key is turned by the newest position",
+        (
+            "            Q, K = apply_rotary(Q, positions), apply_rotary(K, positions)\n"
+            "        if cache is not None:\n"
+            "            K, V = cache.update(K, V)  # (B, h_kv, T_k, d_k): the past and the new"
+        ),
+        (
+            "            Q = apply_rotary(Q, positions)\n"
+            "        if cache is not None:\n"
+            "            K, V = cache.update(K, V)\n"
+            "        if positions is not None:\n"
+            "            K = apply_rotary(K, positions)"
+        ),
+        "test_grouped_query_attention",
+    ),
+    mistake(
         "cache-forgets-the-new-keys",
         "update_cache",
         "the keys and values returned stop before the new positions, so a new token cannot "
