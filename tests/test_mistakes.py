@@ -42,8 +42,21 @@ def cells_to_run(root, chapter):
     return out
 
 
-def failures(root, chapter, entry=None) -> dict[str, str]:
-    """Run the chapter with ``entry``'s mistake made; the failed graded cells' messages."""
+def _visible(source: str) -> str:
+    """A test cell as the student has it: its hidden tests left out."""
+    kept, hidden = [], False
+    for line in source.splitlines():
+        if "BEGIN HIDDEN TESTS" in line or "END HIDDEN TESTS" in line:
+            hidden = "BEGIN" in line
+            continue
+        if not hidden:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def failures(root, chapter, entry=None, visible_only=False) -> dict[str, str]:
+    """Run the chapter with ``entry``'s mistake made; the failed graded cells' messages
+    (``visible_only``: the test cells as released, without their hidden tests)."""
     namespace: dict = {"__name__": "__main__"}
     failed = {}
     previous = os.environ.get("ATTENTION_COURSE_GRADING")
@@ -52,6 +65,8 @@ def failures(root, chapter, entry=None) -> dict[str, str]:
         for grade_id, graded, source, counts in cells_to_run(root, chapter):
             if entry is not None and grade_id == entry.cell:
                 source = apply(source, entry)
+            if visible_only:
+                source = _visible(source)
             try:
                 with contextlib.redirect_stdout(io.StringIO()):
                     exec(compile(source, grade_id or "<cell>", "exec"), namespace)
@@ -99,3 +114,14 @@ def test_a_wrong_answer_outside_the_catalogue_is_named_as_nothing(root, chapter,
     assert set(failed) == set(entry.breaks), sorted(failed)
     for cell, message in failed.items():
         assert TAG.findall(message) == [], f"{cell}: a false diagnosis:\n{message}"
+
+
+@pytest.mark.parametrize("chapter, name", CATALOGUED)
+def test_a_mistake_fails_a_visible_test(root, chapter, name):
+    """Every rule a hidden test enforces is checked by a visible test as well: each
+    catalogued mistake fails one of its test cells as the student has them (issue 36)."""
+    entry = next(m for m in MUTANTS[chapter] if m.name == name)
+    failed = failures(root, chapter, entry, visible_only=True)
+    assert set(failed) & set(entry.breaks), (
+        f"{name} passes every visible test: only a hidden test finds it"
+    )

@@ -79,6 +79,28 @@ MISTAKES = [
         "test_sliding_window_mask",
     ),
     mistake(
+        "alibi-slopes-interpolated",
+        "alibi",
+        "for a head count that is not a power of two, the slopes follow the ALiBi authors' "
+        "interpolation between two powers of two, not the formula the exercise gives for every n",
+        (
+            "    k = torch.arange(1, num_heads + 1, dtype=torch.float32)\n"
+            "    slopes = 2.0 ** (-8.0 * k / num_heads)  # (h,)"
+        ),
+        (
+            "    def powers(n):\n"
+            "        return [2.0 ** (-8.0 * k / n) for k in range(1, n + 1)]\n"
+            "\n"
+            "    if math.log2(num_heads).is_integer():\n"
+            "        slopes = torch.tensor(powers(num_heads))\n"
+            "    else:\n"
+            "        closest = 2 ** math.floor(math.log2(num_heads))\n"
+            "        extra = powers(2 * closest)[0::2][: num_heads - closest]\n"
+            "        slopes = torch.tensor(powers(closest) + extra)"
+        ),
+        "test_alibi",
+    ),
+    mistake(
         "gqa-groups-interleaved",
         "grouped_query_attention",
         "the key/value heads are tiled with repeat, so query head i reads key/value head "
