@@ -9,6 +9,20 @@ from autograder.mistakes import Mistake, all_mistakes, mistake
 
 MUTANTS: dict[str, list[Mistake]] = all_mistakes()
 
+# Right answers written another way, each a convention the exercise's text leaves open (or
+# that public code uses): every test cell, visible and hidden, must pass. ``breaks`` is empty.
+ALTERNATIVES: dict[str, list[Mistake]] = {
+    "09_vision_transformer": [
+        mistake(
+            "blocks-called-with-forward",
+            "vision_transformer",
+            "each block is run as block.forward(z), not block(z)",
+            "z, w = block(z)",
+            "z, w = block.forward(z)",
+        )
+    ],
+}
+
 # Wrong answers no catalogue entry describes: a diagnosis here would be a false one.
 UNCATALOGUED: dict[str, list[Mistake]] = {
     "01_rnn_bottleneck": [

@@ -17,7 +17,7 @@ import matplotlib
 import nbformat
 import pytest
 import torch
-from mutants import MUTANTS, UNCATALOGUED
+from mutants import ALTERNATIVES, MUTANTS, UNCATALOGUED
 
 from autograder.chapters import ALL_CHAPTERS, solution_path
 from autograder.mistakes import apply
@@ -125,3 +125,13 @@ def test_a_mistake_fails_a_visible_test(root, chapter, name):
     assert set(failed) & set(entry.breaks), (
         f"{name} passes every visible test: only a hidden test finds it"
     )
+
+
+OTHER_WAYS = [(ch, m.name) for ch, entries in ALTERNATIVES.items() for m in entries]
+
+
+@pytest.mark.parametrize("chapter, name", OTHER_WAYS)
+def test_a_right_answer_written_another_way_passes_every_test(root, chapter, name):
+    """A convention the exercise leaves open costs nothing (issue 36)."""
+    entry = next(m for m in ALTERNATIVES[chapter] if m.name == name)
+    assert failures(root, chapter, entry) == {}

@@ -16,6 +16,15 @@ MISTAKES = [
         "test_encoder",
     ),
     mistake(
+        "encoder-needs-sorted-lengths",
+        "encoder",
+        "the encoder only works on a batch sorted by length, longest first, as some tutorials' "
+        "batches are; the course's batches come in any order",
+        "enforce_sorted=False",
+        "enforce_sorted=True",
+        "test_encoder",
+    ),
+    mistake(
         "encoder-final-from-last-column",
         "encoder",
         "the final state is read from the last column of the padded states instead of from h_n",
