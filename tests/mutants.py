@@ -19,7 +19,21 @@ ALTERNATIVES: dict[str, list[Mistake]] = {
             "each block is run as block.forward(z), not block(z)",
             "z, w = block(z)",
             "z, w = block.forward(z)",
-        )
+        ),
+        mistake(
+            "patchify-with-einops",
+            "patchify",
+            "the patches are cut with einops.rearrange in the notation the text gives",
+            (
+                "    x = images.reshape(B, C, H // P, P, W // P, P)  # (B, C, rows, p1, cols, p2)\n"
+                "    x = x.permute(0, 2, 4, 3, 5, 1)  # (B, rows, cols, p1, p2, C)\n"
+                "    patches = x.reshape(B, (H // P) * (W // P), P * P * C)  # (B, N, P*P*C)"
+            ),
+            (
+                "    from einops import rearrange\n\n"
+                '    patches = rearrange(images, "b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=P, p2=P)'
+            ),
+        ),
     ],
 }
 
