@@ -12,6 +12,16 @@ MUTANTS: dict[str, list[Mistake]] = all_mistakes()
 # Right answers written another way, each a convention the exercise's text leaves open (or
 # that public code uses): every test cell, visible and hidden, must pass. ``breaks`` is empty.
 ALTERNATIVES: dict[str, list[Mistake]] = {
+    "06_transformer": [
+        mistake(
+            "sinusoid-through-exp-log",
+            "positional_encoding",
+            "the frequencies as exp(-ln(10000) 2i / d_model), as the Annotated Transformer and "
+            "d2l write them",
+            "    angle = pos / 10000 ** (two_i / d_model)  # (T, d_model / 2)",
+            "    angle = pos * torch.exp(two_i * (-math.log(10000.0) / d_model))",
+        )
+    ],
     "09_vision_transformer": [
         mistake(
             "blocks-called-with-forward",
