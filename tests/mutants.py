@@ -24,6 +24,20 @@ ALTERNATIVES: dict[str, list[Mistake]] = {
     ],
     "09_vision_transformer": [
         mistake(
+            "rollout-in-float64",
+            "attention_rollout",
+            "the rollout is computed, and returned, in float64 (as NumPy-based code does)",
+            "A = w.mean(dim=1)  # (B, T, T), the heads averaged",
+            "A = w.double().mean(dim=1)",
+        ),
+        mistake(
+            "distance-in-float64",
+            "mean_attention_distance",
+            "the distances are computed, and returned, in float64",
+            "w = weights[:, :, 1:, 1:]  # (B, h, N, N), the patches only",
+            "w = weights[:, :, 1:, 1:].double()",
+        ),
+        mistake(
             "blocks-called-with-forward",
             "vision_transformer",
             "each block is run as block.forward(z), not block(z)",
@@ -67,7 +81,16 @@ UNCATALOGUED: dict[str, list[Mistake]] = {
             "torch.softmax(scores, dim=-1)",
             "torch.softmax(2 * scores, dim=-1)",
             "test_masked_softmax",
-        )
+        ),
+        # its weights are right: only the check that the scores are left alone finds it
+        mistake(
+            "masked-softmax-writes-into-scores",
+            "masked_softmax",
+            "the padding is masked in the caller's own scores, which masked_softmax changes",
+            'scores = scores.masked_fill(~mask, float("-inf"))',
+            'scores.masked_fill_(~mask, float("-inf"))',
+            "test_masked_softmax",
+        ),
     ],
     "03_convs2s": [
         mistake(
