@@ -135,3 +135,20 @@ def test_a_right_answer_written_another_way_passes_every_test(root, chapter, nam
     """A convention the exercise leaves open costs nothing (issue 36)."""
     entry = next(m for m in ALTERNATIVES[chapter] if m.name == name)
     assert failures(root, chapter, entry) == {}
+
+
+# A wrong count and the numbers its failure must not print: the right counts of the cases
+# the visible test asks about (issue 36: a message that prints the count tests transcription).
+COUNTS = [
+    ("01_rnn_bottleneck", "gru-one-bias", ("195", "74496")),
+    ("04_dot_product_attention", "parameters-with-biases", ("320", "98304", "1024", "180")),
+    ("06_transformer", "parameters-without-layernorm", ("3216", "7376", "49728")),
+]
+
+
+@pytest.mark.parametrize("chapter, name, counts", COUNTS)
+def test_a_wrong_count_is_not_told_the_right_one(root, chapter, name, counts):
+    entry = next(m for m in MUTANTS[chapter] if m.name == name)
+    failed = failures(root, chapter, entry, visible_only=True)
+    (message,) = (failed[cell] for cell in entry.breaks)
+    assert not [c for c in counts if re.search(rf"(?<![\d.]){c}(?![\d.])", message)], message

@@ -158,8 +158,8 @@ MISTAKES = [
     mistake(
         "scale-divides-by-variance",
         "dot_product_variance",
-        "the scale is 1 / variance instead of 1 / sqrt(variance): it shrinks the variance to "
-        "1 / Var(q.k)",
+        "the scale divides the scores by their variance: check what multiplying a random "
+        "variable by c does to its variance",
         "scale = 1 / math.sqrt(dot_product_variance(d_k, var_q, var_k))",
         "scale = 1 / dot_product_variance(d_k, var_q, var_k)",
         "test_dot_product_variance",

@@ -107,8 +107,8 @@ MISTAKES = [
     mistake(
         "rank-ignores-sequence-lengths",
         "head_score_rank",
-        "the rank is d_k whatever T_q and T_k, but a T_q x T_k matrix has rank at most "
-        "min(T_q, T_k)",
+        "the rank is d_k whatever T_q and T_k: it ignores what the shape of the score "
+        "matrix allows",
         "rank = min(T_q, T_k, d_k)",
         "rank = d_k",
         "test_head_score_rank",
@@ -132,8 +132,8 @@ MISTAKES = [
     mistake(
         "kept-weights-counted-once",
         "attention_weights_bytes",
-        "one T_q x T_k tensor per head is counted, but nan_to_num returns a new tensor: the "
-        "softmax keeps its output and the product with V keeps nan_to_num's, two tensors",
+        "fewer weight tensors are counted than autograd keeps: check which operations "
+        "return a new tensor and which of them the backward pass needs",
         "kept_per_head = 2",
         "kept_per_head = 1",
         "test_attention_weights_bytes",
@@ -141,8 +141,8 @@ MISTAKES = [
     mistake(
         "kept-scores-counted-too",
         "attention_weights_bytes",
-        "the scores are counted as kept, but nothing keeps them: the product Q K^T keeps its "
-        "inputs, the scale keeps a number, and the softmax keeps its output",
+        "the scores are counted as kept for the backward pass, but no operation that "
+        "follows them needs them: check what each one saves",
         "kept_per_head = 2",
         "kept_per_head = 3",
         "test_attention_weights_bytes",

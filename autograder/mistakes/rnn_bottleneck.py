@@ -107,7 +107,8 @@ MISTAKES = [
     mistake(
         "gru-one-bias",
         "gru_parameters",
-        "the GRU is counted with one bias vector, 3 (E H + H H + H), but PyTorch keeps two",
+        "the GRU's biases are undercounted: check how many bias vectors PyTorch's GRU keeps "
+        "per gate",
         "3 * (E * H + H * H + 2 * H)",
         "3 * (E * H + H * H + H)",
         "test_gru_parameters",

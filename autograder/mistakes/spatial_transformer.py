@@ -135,8 +135,8 @@ MISTAKES = [
     mistake(
         "reinforce-error-divided-by-k-squared",
         "reinforce_mse",
-        "the error falls as 1 / K^2 instead of 1 / K: averaging K estimates divides their "
-        "standard deviation by sqrt(K), not by K",
+        "the error falls too fast with K: check what averaging K independent estimates does "
+        "to their standard deviation",
         ".item() / num_samples",
         ".item() / num_samples**2",
         "test_reinforce_mse",

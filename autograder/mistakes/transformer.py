@@ -96,8 +96,8 @@ MISTAKES = [
     mistake(
         "shift-rotates-by-minus-k",
         "relative_shift",
-        "M is the transpose of the right matrix (the one for column vectors): each pair turns "
-        "by -k, so PE[pos] @ M is PE[pos - k]",
+        "each pair of features turns the wrong way, so PE[pos] @ M lands k positions before "
+        "pos: check whether M acts on a row vector or a column vector",
         "shift[even + 1, even] = sin\n    shift[even, even + 1] = -sin",
         "shift[even + 1, even] = -sin\n    shift[even, even + 1] = sin",
         "test_relative_shift",
