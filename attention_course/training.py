@@ -8,7 +8,10 @@
 
 ``next_batch(step)`` returns a batch; ``loss_fn(model, batch)`` returns a scalar loss.
 Training stops at ``max_steps`` or when ``seconds`` have passed, whichever comes first,
-so a notebook keeps its time budget on a slow laptop (it just trains fewer steps).
+so a notebook keeps its time budget on a slow laptop (it just trains fewer steps); when
+the clock stops it, it says so, with the steps done, and the history records it
+(``History.stopped_by_clock``, ``History.steps_done()``), so that a result is never read as
+that of the full training.
 """
 
 import math
@@ -33,6 +36,15 @@ class History:
     seconds: float = 0.0
     # training seconds at each evaluation, the time spent evaluating left out
     eval_seconds: list[float] = field(default_factory=list)
+    max_steps: int = 0  # the steps asked for
+    stopped_by_clock: bool = False  # the time limit ran out before max_steps
+
+    def steps_done(self) -> str:
+        """``1,500 steps``, or ``348 of 1,500 steps (stopped by the time limit)``."""
+        done = self.steps[-1] if self.steps else 0
+        if self.stopped_by_clock:
+            return f"{done:,} of {self.max_steps:,} steps (stopped by the time limit)"
+        return f"{done:,} steps"
 
     def log_metrics(self, step: int, values: dict[str, float]) -> None:
         self.eval_steps.append(step)
@@ -120,6 +132,14 @@ def train(
         if evaluate is not None and step % eval_every == 0:
             run_eval(step)
     bar.close()
+    history.max_steps, history.stopped_by_clock = max_steps, step < max_steps
+    if history.stopped_by_clock:
+        print(
+            f"Training stopped at its time limit of {seconds:g} s after {step:,} of "
+            f"{max_steps:,} steps: this machine is slower or busier than the one the notebook "
+            "was timed on, so expect a higher loss or error than the text gives. Run it again "
+            "when the machine is quieter to train for every step."
+        )
     if evaluate is not None and (not history.eval_steps or history.eval_steps[-1] != step):
         run_eval(step)
     history.seconds = time.perf_counter() - start

@@ -122,7 +122,7 @@ def test_train_learns_and_respects_max_steps():
     assert history.last("error") < 0.05 and history.losses[-1] < history.losses[0]
 
 
-def test_train_stops_at_its_time_budget():
+def test_train_stops_at_its_time_budget_and_says_so(capsys):
     model = torch.nn.Linear(1, 1)
     history = train(
         model,
@@ -133,6 +133,25 @@ def test_train_stops_at_its_time_budget():
         progress=False,
     )
     assert 0.2 <= history.seconds < 2.0
+    # a result of fewer steps than asked for is never read as the full training's
+    done = len(history.steps)
+    assert history.stopped_by_clock and history.max_steps == 10**9
+    assert history.steps_done() == f"{done:,} of {10**9:,} steps (stopped by the time limit)"
+    said = capsys.readouterr().out
+    assert f"Training stopped at its time limit of 0.2 s after {done:,} of" in said
+
+
+def test_train_bounded_by_its_steps_says_nothing(capsys):
+    history = train(
+        torch.nn.Linear(1, 1),
+        lambda s: torch.randn(4, 1),
+        lambda m, b: m(b).pow(2).mean(),
+        seconds=60,
+        max_steps=5,
+        progress=False,
+    )
+    assert not history.stopped_by_clock and history.steps_done() == "5 steps"
+    assert "time limit" not in capsys.readouterr().out
 
 
 def test_progress_bar_redraws_rarely(capsys):
