@@ -124,3 +124,15 @@ def train_lookup(
         progress=progress,
     )
     return LookupRun(num_heads, model, history, lookup_accuracy(model, test_x, test_y))
+
+
+def heads_separate(rows: list[dict]) -> tuple[bool, float, float]:
+    """The chapter's finding over runs of several seeds (``rows``: dicts with ``heads`` and
+    ``both_right``, as ``benchmarks/chapter05.json`` holds them): whether one head's best
+    run got both lookups right at fewer positions than the worst run of any model with more
+    heads; and those two fractions. The book page and the benchmark both judge by it."""
+    one = [r["both_right"] for r in rows if r["heads"] == 1]
+    many = [r["both_right"] for r in rows if r["heads"] > 1]
+    if not one or not many:
+        raise ValueError("need runs of one head and of more heads")
+    return max(one) < min(many), max(one), min(many)

@@ -385,7 +385,7 @@ def main(argv=None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--seeds", type=int, nargs="+", help="only these seeds (default: each part's own)"
+        "--seeds", type=int, nargs="+", help="these seeds, any (default: each part's own)"
     )
     parser.add_argument(
         "--variants", nargs="+", metavar="NAME", help="only these variants (default: all)"
@@ -424,7 +424,7 @@ def main(argv=None) -> int:
         for variant in variants:
             if args.variants and variant.name not in args.variants:
                 continue
-            seeds = [s for s in variant.seeds if args.seeds is None or s in args.seeds]
+            seeds = list(variant.seeds) if args.seeds is None else args.seeds
             for seed in seeds:
                 key = run_key(variant, seed)
                 if key in cache:

@@ -112,8 +112,15 @@ def analyse_vit(vit: VisionTransformer) -> dict:
     }
 
 
-def run(model_name: str, num_train: int, seed: int, keep: bool = False, steps: int = STEPS) -> dict:
-    torch.set_num_threads(1)
+def run(
+    model_name: str,
+    num_train: int,
+    seed: int,
+    keep: bool = False,
+    steps: int = STEPS,
+    threads: int = 1,
+) -> dict:
+    torch.set_num_threads(threads)
     cfg = replace(FULL_SETTINGS.spatial, max_steps=steps, lr=LR[model_name], seconds=3600.0)
     torch.manual_seed(seed)
     model = make_model(model_name)
@@ -274,12 +281,22 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
-def run_all(jobs: list[tuple], n_jobs: int, keep_at: int | None = None) -> list[dict]:
-    """Run (model, num_train, seed, steps) jobs, ``n_jobs`` at once; keep the state dicts
-    of seed 0's ViT and ST-CNN trained on ``keep_at`` images."""
+def run_all(
+    jobs: list[tuple], n_jobs: int, keep_at: int | None = None, threads: int = 1
+) -> list[dict]:
+    """Run (model, num_train, seed, steps) jobs, ``n_jobs`` at once with ``threads`` threads
+    each; keep the state dicts of seed 0's ViT and ST-CNN trained on ``keep_at`` images."""
     with ProcessPoolExecutor(n_jobs) as pool:
         futures = [
-            pool.submit(run, m, n, s, keep=(s == 0 and n == keep_at and m != "CNN"), steps=k)
+            pool.submit(
+                run,
+                m,
+                n,
+                s,
+                keep=(s == 0 and n == keep_at and m != "CNN"),
+                steps=k,
+                threads=threads,
+            )
             for m, n, s, k in jobs
         ]
         rows = []
@@ -328,7 +345,8 @@ def main(argv=None) -> int:
         help=f"finding 1b only: {', '.join(LONG_MODELS)} on the largest size for "
         f"{LONG_STEPS} steps, added to the existing vision_transformer.json",
     )
-    parser.add_argument("--jobs", type=int, default=1, help="runs at once, one thread each")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of each run")
     parser.add_argument("--write", action="store_true", help="write the .md, .json and .pt")
     args = parser.parse_args(argv)
     command = "python -m benchmarks.vision_transformer " + " ".join(
@@ -340,7 +358,7 @@ def main(argv=None) -> int:
             raise SystemExit(f"{OUT_JSON} is missing: run the benchmark without --long first")
         report = json.loads(OUT_JSON.read_text(encoding="utf-8"))
         jobs = [(m, largest, s, LONG_STEPS) for m in LONG_MODELS for s in args.seeds]
-        rows = run_all(jobs, args.jobs)
+        rows = run_all(jobs, args.jobs, threads=args.threads)
         report["long"] = {"command": command, "date": time.strftime("%Y-%m-%d"), "rows": rows}
         report["summary"]["long"] = long_summary(rows, report["rows"])
         kept = {}
@@ -351,7 +369,7 @@ def main(argv=None) -> int:
             ((m, n, s, STEPS) for m in args.models for n in args.sizes for s in args.seeds),
             key=lambda job: (order[job[0]], -job[1]),
         )
-        rows = run_all(jobs, args.jobs, keep_at=largest)
+        rows = run_all(jobs, args.jobs, keep_at=largest, threads=args.threads)
         kept = {r["model"]: r.pop("state_dict") for r in rows if "state_dict" in r}
         spatial = FULL_SETTINGS.spatial
         report = {
