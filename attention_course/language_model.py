@@ -17,7 +17,8 @@ model where it is).
 
 Data is generated: English number words counting up from a random number ("... , three
 hundred and twelve , three hundred and thirteen , ...", a stream as long as an experiment
-needs) and sequences of random tokens whose second half repeats the first (induction).
+needs) and sequences of random tokens that repeat with a random period of 8 to 24 tokens,
+each sequence its own (induction: :func:`periodic_tokens`).
 Training is bounded by steps, so its numbers repeat whatever the machine's load.
 """
 
