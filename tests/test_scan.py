@@ -1,6 +1,7 @@
 """The static scan of submissions: the solutions pass it, and each cheap way around the
 tests is flagged in the cell that does it (issue 11, hostile submissions)."""
 
+import functools
 import re
 
 import nbformat
@@ -325,6 +326,12 @@ def spellings(operator: str) -> list[str]:
     ]
 
 
+@functools.cache
+def _solved_text(root, chapter: str) -> str:
+    """The chapter's solved notebook, read once for its many spellings."""
+    return nbformat.writes(solved_notebook(root, chapter))
+
+
 SPELLINGS = [
     (chapter, exercise, operator, spelling)
     for chapter, exercises in FORBIDDEN.items()
@@ -341,7 +348,7 @@ def test_every_forbidden_operator_is_flagged_in_every_spelling(
     """In the chapter's own notebook, whose set-up cell imports ``F`` and ``nn`` as it does:
     a call of the operator at the end of the exercise's solution cell is flagged, against
     that exercise (issue 36)."""
-    nb = solved_notebook(root, chapter)
+    nb = nbformat.reads(_solved_text(root, chapter), as_version=4)
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == exercise)
     cell.source += "\n\n\ndef uses_it(x):\n" + "\n".join(
         "    " + line for line in spelling.splitlines()
