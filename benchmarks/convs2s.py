@@ -90,7 +90,8 @@ def markdown(cfg, rows: list[dict], missed: list[str], argv) -> str:
         "# Chapter 03: ConvS2S against a GRU with attention, at small scale",
         "",
         f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()}, "
-        f"{torch.get_num_threads()} threads, with `python -m benchmarks.convs2s "
+        f"{torch.get_num_threads()} thread{'' if torch.get_num_threads() == 1 else 's'}, "
+        "with `python -m benchmarks.convs2s "
         f"{' '.join(argv)}`. Exact match on the whole test set by source length in tokens; "
         "tokens/s counts the target tokens trained on per second of training; "
         "'s to 90 %' is the training time (evaluation excluded) at the first evaluation "
