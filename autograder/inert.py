@@ -341,9 +341,10 @@ def make_inert(nb: dict, course: set[str] = frozenset()) -> list[str]:
             continue
         where = _where(index, cell)
         if "id" in cell:
-            if not (isinstance(cell["id"], str) and _ID.match(cell["id"])) or cell["id"] in taken:
-                if not (isinstance(cell["id"], str) and _ID.match(cell["id"])):
-                    notes.append(f"{where}: its id held characters a page could read as markup")
+            plain = isinstance(cell["id"], str) and bool(_ID.match(cell["id"]))
+            if not plain:
+                notes.append(f"{where}: its id held characters a page could read as markup")
+            if not plain or cell["id"] in taken:
                 cell["id"] = f"inert-{index}"
             taken.add(cell["id"])
         metadata = cell.get("metadata")

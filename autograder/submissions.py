@@ -8,15 +8,7 @@ import nbformat
 
 from autograder.cells import grade_id, is_solution
 from autograder.chapters import release_path, solution_path
-
-
-def _strip_markers(source: str) -> str:
-    keep = [
-        line
-        for line in source.splitlines()
-        if "BEGIN SOLUTION" not in line and "END SOLUTION" not in line
-    ]
-    return "\n".join(keep)
+from autograder.solutions_out import strip_solution_markers
 
 
 def solved_notebook(root: Path, chapter: str):
@@ -29,7 +21,7 @@ def solved_notebook(root: Path, chapter: str):
     }
     for cell in released.cells:
         if is_solution(cell):
-            cell.source = _strip_markers(solutions[grade_id(cell)])
+            cell.source = strip_solution_markers(solutions[grade_id(cell)])
     return released
 
 
