@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: setup lock book pdf test benchmark release check clean
+.PHONY: setup lock book pdf test benchmark release check kit clean
 
 setup: $(STAMP)
 
@@ -41,6 +41,10 @@ benchmark: setup
 
 release: setup
 	$(PY) -m autograder release
+
+# The student kit (tools/kit.py): the student package's wheel, the notebooks, one zip of both.
+kit: setup
+	$(PY) tools/kit.py --out _build/kit
 
 check: setup
 	$(PY) -m autograder check

@@ -39,7 +39,22 @@ def _parser() -> argparse.ArgumentParser:
         help="the course's top folder (default: found from the working directory)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("release", help="regenerate notebooks/ from solutions/")
+    p = sub.add_parser(
+        "release",
+        help="regenerate notebooks/ from solutions/, and record the reference's answers to "
+        "their visible tests for the student kit",
+    )
+    p.add_argument("chapters", nargs="*", help="chapter ids (default: all)")
+    p.add_argument(
+        "--no-record",
+        action="store_true",
+        help="only regenerate notebooks/ (the recorded values stay as they are)",
+    )
+    p = sub.add_parser(
+        "record",
+        help="run the solution notebooks and record the reference's answers to their "
+        "visible tests (attention_course/data/recorded/), as release does",
+    )
     p.add_argument("chapters", nargs="*", help="chapter ids (default: all)")
     sub.add_parser("check", help="fail when notebooks/ drifted from solutions/ or leaks solutions")
     p = sub.add_parser(
@@ -265,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         "export": _export,
         "validate": _validate,
         "release-solutions": _release_solutions,
+        "record": _record,
     }[args.command]
     try:
         return command(args)
@@ -280,6 +296,16 @@ def _release(args) -> int:
 
     for path in release(root, args.chapters):
         print(f"released {path.relative_to(root)}")
+    return 0 if args.no_record else _record(args)
+
+
+def _record(args) -> int:
+    """``record [CHAPTER ...]``: the reference's answers to the visible tests, for the kit."""
+    root = find_root(args.course_dir)
+    from autograder.record import record
+
+    for path in record(root, args.chapters):
+        print(f"recorded {path.name}: the reference's answers to its visible tests")
     return 0
 
 
