@@ -78,6 +78,28 @@ def sinusoids(max_len: int, d_model: int) -> torch.Tensor:
     return pe  # (T, d_model)
 
 
+class ConcatCache:
+    """The plainest KV cache: the keys and values so far, grown by concatenation at every
+    step (chapter 08's test of the attention layer decodes with it; the exercise after that
+    writes the cache that models use, buffers of ``max_len`` positions filled in place).
+
+    ``update(K_new, V_new)`` with (B, h_kv, T_new, d_k) each returns every key and value so
+    far, (B, h_kv, length + T_new, d_k) each; ``length`` counts the positions held.
+    """
+
+    def __init__(self, batch: int, num_kv_heads: int, max_len: int, d_k: int):
+        self.K = self.V = None
+        self.length, self.max_len = 0, max_len
+
+    def update(self, K_new: torch.Tensor, V_new: torch.Tensor):
+        if self.length + K_new.size(-2) > self.max_len:
+            raise ValueError(f"the cache holds {self.max_len} positions")
+        self.K = K_new if self.K is None else torch.cat([self.K, K_new], dim=-2)
+        self.V = V_new if self.V is None else torch.cat([self.V, V_new], dim=-2)
+        self.length = self.K.size(-2)
+        return self.K, self.V
+
+
 class Block(nn.Module):
     """x + Attention(LN(x)), then x + FFN(LN(x)) (the FFN only when d_ff > 0)."""
 

@@ -301,6 +301,10 @@ class Book:
             ):
                 if entry["rng"] is not None:
                     torch.set_rng_state(entry["rng"])  # as the reference's call drew numbers
+                for generator, drawn in zip(
+                    _generators((args, kwargs)), entry.get("generators", []), strict=False
+                ):
+                    generator.set_state(drawn)
                 return unpack(entry["out"])
         name = key.split(".", 1)[1]
         if key not in self.calls:
@@ -453,20 +457,33 @@ class Recording:
             asked = pack((args, kwargs))
             before = torch.get_rng_state()
             out = fn(*args, **kwargs)
-            book.add(key, _entry(asked, out, before))
+            book.add(key, _entry(asked, out, before, given=(args, kwargs)))
             _watch_modules(book, out)
             return out
 
         return recorded
 
 
-def _entry(asked, out, before, state=None) -> dict:
+def _generators(x) -> list[torch.Generator]:
+    """The generators among a call's arguments, in order."""
+    if isinstance(x, torch.Generator):
+        return [x]
+    if isinstance(x, list | tuple):
+        return [g for v in x for g in _generators(v)]
+    if isinstance(x, dict):
+        return [g for v in x.values() for g in _generators(v)]
+    return []
+
+
+def _entry(asked, out, before, state=None, given=()) -> dict:
     after = torch.get_rng_state()
     return {
         "in": asked,
         "out": pack(out, full=True),
         "rng": None if torch.equal(before, after) else after,
         "state": state,
+        # a generator handed to the call has drawn numbers: its state after the call
+        "generators": [g.get_state() for g in _generators(given)],
     }
 
 
@@ -487,7 +504,7 @@ def _watch_modules(book: Book, out) -> None:
                 asked, state = pack((args, kwargs)), pack_state(_state(_module))
                 before = torch.get_rng_state()
                 result = _bound(*args, **kwargs)
-                book.add(_name, _entry(asked, result, before, state))
+                book.add(_name, _entry(asked, result, before, state, given=(args, kwargs)))
                 return result
 
             object.__setattr__(module, name, watched)

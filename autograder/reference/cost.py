@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
+from attention_course.checks import count_mismatch  # noqa: F401  (the tests' comparison)
 from autograder.reference.analysis import median_seconds, table1_layers
 from autograder.reference.attention import scaled_dot_product_attention
 from autograder.reference.multi_head import MultiHeadAttention, blocked_attention, multi_head_cost
@@ -407,53 +408,34 @@ def saved_attention_bytes(
     return sum(storages.values())
 
 
-def count_mismatch(
-    yours: Callable[..., int],
-    measured: Callable[..., int],
-    base: dict,
-    changes: dict,
-) -> str | None:
-    """How a count differs from a measurement, without the formula; None where they agree.
+def measured_head_score_rank(
+    T_q: int, T_k: int, d_model: int, num_heads: int, seed: int = 0
+) -> int:
+    """The largest rank among the heads' scores Q_i K_i^T of the course's MultiHeadAttention,
+    for random weights and inputs, in float64 (``torch.linalg.matrix_rank``)."""
+    from autograder.reference.multi_head import split_heads
 
-    Both functions are called with the keyword arguments ``base``, and with ``base`` where
-    one argument ``name`` of ``changes`` takes the value ``changes[name]`` (one case per
-    argument). If the count is right at ``base``, the message lists the cases where it is
-    not, by how much. If not, it says by how much at ``base`` and, for each changed
-    argument, whether the count is right there and whether it moves as the measurement
-    does: which part of the count is off. Returns one paragraph for a failure message.
-    """
-    cases = {name: {**base, name: value} for name, value in changes.items()}
-    mine, truth = yours(**base), measured(**base)
-    other = {name: (yours(**case), measured(**case)) for name, case in cases.items()}
-    if mine == truth and all(m == t for m, t in other.values()):
-        return None
+    torch.manual_seed(seed)
+    module = MultiHeadAttention(d_model, num_heads).double()
+    query = torch.randn(1, T_q, d_model, dtype=torch.float64)
+    key = torch.randn(1, T_k, d_model, dtype=torch.float64)
+    with torch.no_grad():
+        Q = split_heads(module.W_q(query), num_heads)[0]  # (h, T_q, d_k)
+        K = split_heads(module.W_k(key), num_heads)[0]  # (h, T_k, d_k)
+    return int(torch.linalg.matrix_rank(Q @ K.transpose(-2, -1)).max())
 
-    def off(m, t):
-        return f"{abs(m - t):,} {'too high' if m > t else 'too low'} ({m:,} against {t:,} measured)"
 
-    args = ", ".join(f"{k}={v}" for k, v in base.items())
-    if mine == truth:
-        lines = [f"right for ({args})"]
-        lines += [
-            f"but with {name}={changes[name]} your count is {off(m, t)}"
-            for name, (m, t) in other.items()
-            if m != t
-        ]
-        return "; ".join(lines)
-    lines = [f"for ({args}) your count is {off(mine, truth)}"]
-    for name, (m, t) in other.items():
-        change = f"when {name} goes from {base[name]} to {changes[name]}"
-        if m == t:
-            lines.append(
-                f"right for {name}={changes[name]}: the part that changes with {name} is off"
-            )
-        elif m - mine != t - truth:
-            lines.append(
-                f"{change}, the measurement changes by {t - truth:+,} and your count by {m - mine:+,}"
-            )
-        else:
-            lines.append(f"{change}, your count moves as the measurement does")
-    return "; ".join(lines)
+def measured_blocked_bytes(
+    batch: int, num_heads: int, T_q: int, T_k: int, block_size: int, dtype=torch.float32
+) -> int:
+    """The bytes of the largest tensor that the course's blocked_attention allocates, with
+    d_k = d_v = 4 (``attention_course.checks.largest_allocation``)."""
+    from attention_course.checks import largest_allocation
+
+    g = torch.Generator().manual_seed(T_q * T_k + block_size)
+    Q, K, V = (torch.randn(batch, num_heads, T, 4, generator=g).to(dtype) for T in (T_q, T_k, T_k))
+    largest, _, _ = largest_allocation(blocked_attention, Q, K, V, None, block_size)
+    return largest
 
 
 # ---------------------------------------------------------------------------------------

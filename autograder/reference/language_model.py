@@ -166,6 +166,21 @@ def window_receptive_field(num_layers: int, window: int) -> int:
     return num_layers * (window - 1) + 1
 
 
+def measured_window_field(num_layers: int, window: int, T: int, seed: int) -> int:
+    """How many of T input positions the gradient of the last output of ``num_layers``
+    stacked sliding-window layers (residual, float64, random weights) reaches: the measurement
+    that chapter 08's test compares window_receptive_field with."""
+    torch.manual_seed(seed)
+    layers = [GroupedQueryAttention(8, 2, 2).double() for _ in range(num_layers)]
+    mask = sliding_window_mask(T, window)
+    x = torch.randn(1, T, 8, dtype=torch.float64, requires_grad=True)
+    h = x
+    for layer in layers:
+        h = h + layer(h, mask)[0]
+    h[0, -1].sum().backward()
+    return int((x.grad[0].abs().sum(-1) > 0).sum())
+
+
 def kv_cache_bytes(num_layers, batch, num_kv_heads, d_k, max_len, dtype=torch.float32) -> int:
     """Bytes of the keys and values a model caches: 2 tensors (B, h_kv, max_len, d_k) a layer."""
     return 2 * num_layers * batch * num_kv_heads * max_len * d_k * dtype.itemsize
