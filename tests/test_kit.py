@@ -39,7 +39,6 @@ ON_THE_REFERENCE = {
     "01_rnn_bottleneck",
     "02_bahdanau_attention",
     "03_convs2s",
-    "06_transformer",
 }
 KIT_CHAPTERS = [c for c in ALL_CHAPTERS if c not in ON_THE_REFERENCE]
 
