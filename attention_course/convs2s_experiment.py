@@ -24,10 +24,12 @@ from dataclasses import dataclass, replace
 
 import matplotlib.pyplot as plt
 import torch
+from torch import nn
 
-from attention_course.baselines import baseline
+from attention_course.handed_out.bahdanau_attention import AttentionDecoder, Seq2SeqAttention
+from attention_course.handed_out.rnn_bottleneck import Encoder
 from attention_course.plots import COLOURS
-from attention_course.runtime import grading_mode
+from attention_course.runtime import grading_mode, set_seed
 from attention_course.training import History, parameter_count
 from attention_course.translation import (
     FULL_SETTINGS as CHAPTER_TASK,
@@ -39,6 +41,8 @@ from attention_course.translation import (
     number_translation_data,
     train_translation,
 )
+
+PAD_ID, BOS_ID, EOS_ID = 0, 1, 2  # the vocabularies' first entries (attention_course.data.vocab)
 
 
 @dataclass(frozen=True)
@@ -91,11 +95,106 @@ def number_data(cfg: ConvS2SSettings = FULL_SETTINGS, seed: int = 0) -> Translat
 
 
 def gru_with_attention(data: TranslationData, seed: int = 0) -> torch.nn.Module:
-    """Chapter 02's GRU encoder-decoder with additive attention, at chapter 02's size
-    (the course's reference, so the race does not depend on chapter 02's exercises), its
-    weights drawn after ``set_seed(seed)``. The grader provides it, through the entry point
-    :func:`attention_course.baselines.baseline` finds."""
-    return baseline("gru_with_attention")(data, seed)
+    """Chapter 02's GRU encoder-decoder with additive attention, at chapter 02's size (the
+    course's version, :mod:`attention_course.handed_out`, so the race does not depend on
+    chapter 02's exercises), its weights drawn after ``set_seed(seed)``."""
+    set_seed(seed)
+    cfg = CHAPTER_TASK
+    encoder = Encoder(len(data.src_vocab), cfg.d_emb, cfg.d_hidden)
+    decoder = AttentionDecoder(len(data.tgt_vocab), cfg.d_emb, cfg.d_hidden, d_attn=cfg.d_attn)
+    return Seq2SeqAttention(encoder, decoder)
+
+
+class ConvS2S(nn.Module):
+    """The encoder-decoder of Gehring et al. (2017) from its parts: forward(src (B, S),
+    src_lengths (B,), tgt_in (B, T)) -> logits (B, T, V_tgt).
+
+    ``embedding(vocab_size, d, max_len, dropout)``, ``block(d, kernel_size, causal=...,
+    dropout=...)`` and ``attention(d)`` are the chapter's exercises (the notebook passes the
+    student's). Encoder: e = embedding(src), then ``num_layers`` centred blocks, padding
+    zeroed before each; z is the last block's output. Decoder: g = embedding(tgt_in), then
+    ``num_layers`` causal blocks, each followed by its own attention over (z, e) (multi-step
+    attention); a linear layer gives the logits. ``self.attention`` keeps the weights
+    (B, T, S) of every decoder layer of the last call.
+    """
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        d: int = 64,
+        num_layers: int = 4,
+        kernel_size: int = 3,
+        max_len: int = 64,
+        dropout: float = 0.0,
+        *,
+        embedding,
+        block,
+        attention,
+    ):
+        super().__init__()
+        self.src_embed = embedding(src_vocab_size, d, max_len, dropout)
+        self.tgt_embed = embedding(tgt_vocab_size, d, max_len, dropout)
+        self.encoder = nn.ModuleList(
+            block(d, kernel_size, dropout=dropout) for _ in range(num_layers)
+        )
+        self.decoder = nn.ModuleList(
+            block(d, kernel_size, causal=True, dropout=dropout) for _ in range(num_layers)
+        )
+        self.attend = nn.ModuleList(attention(d) for _ in range(num_layers))
+        self.out = nn.Linear(d, tgt_vocab_size)
+        self.attention: list[torch.Tensor] = []
+
+    def encode(self, src, src_lengths):
+        """Returns the memory (z (B, S, d), e (B, S, d)) and the source mask (B, S)."""
+        src_mask = torch.arange(src.size(1), device=src.device) < src_lengths[:, None]  # (B, S)
+        keep = src_mask[..., None].float()  # (B, S, 1)
+        e = self.src_embed(src)  # (B, S, d)
+        z = e
+        for block in self.encoder:
+            z = block(z * keep)  # (B, S, d)
+        return (z, e), src_mask
+
+    def decode(self, tgt_in, memory, src_mask):
+        """tgt_in (B, T) ids, <bos> first -> logits (B, T, V_tgt)."""
+        z, e = memory
+        g = self.tgt_embed(tgt_in)  # (B, T, d)
+        h = g
+        self.attention = []
+        for block, attend in zip(self.decoder, self.attend, strict=True):
+            h = block(h)  # (B, T, d)
+            h, a = attend(h, g, z, e, src_mask)  # (B, T, d), (B, T, S)
+            self.attention.append(a)
+        return self.out(h)  # (B, T, V_tgt)
+
+    def forward(self, src, src_lengths, tgt_in):
+        memory, src_mask = self.encode(src, src_lengths)
+        return self.decode(tgt_in, memory, src_mask)
+
+
+@torch.no_grad()
+def greedy_decode(model: ConvS2S, src, src_lengths, max_len: int, return_weights: bool = False):
+    """ConvS2S's most likely token at every step; a sequence stops at its own <eos> (kept,
+    padding after it). A convolutional decoder has no state to carry: every step reruns it
+    over the whole prefix and reads the newest position.
+
+    Returns ids (B, L), L <= max_len; with ``return_weights`` also the attention weights of
+    every decoder layer for those ids, a list of (B, L, S).
+    """
+    memory, src_mask = model.encode(src, src_lengths)
+    B = src.size(0)
+    prefix = torch.full((B, 1), BOS_ID, dtype=torch.long, device=src.device)  # (B, 1)
+    finished = torch.zeros(B, dtype=torch.bool, device=src.device)
+    while prefix.size(1) <= max_len and not finished.all():
+        newest = model.decode(prefix, memory, src_mask)[:, -1].argmax(-1)  # (B,)
+        newest = torch.where(finished, PAD_ID, newest)
+        finished = finished | (newest == EOS_ID)
+        prefix = torch.cat([prefix, newest[:, None]], dim=1)
+    ids = prefix[:, 1:]  # (B, L)
+    if not return_weights:
+        return ids
+    model.decode(prefix[:, :-1], memory, src_mask)  # the weights with which each id was read
+    return ids, list(model.attention)
 
 
 @dataclass

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attention_course.handed_out.multi_head_attention import SelfAttention
 from attention_course.runtime import grading_mode
 from attention_course.spatial_experiment import (
     ClassifierRun,
@@ -67,29 +68,6 @@ class ViTConfig:
     @property
     def num_patches(self) -> int:
         return self.grid**2
-
-
-class SelfAttention(nn.Module):
-    r"""Multi-head self-attention (chapter 05): head i is softmax(Q_i K_i^T / sqrt(d_k)) V_i
-    with Q_i = x W_i^Q, K_i = x W_i^K, V_i = x W_i^V; the heads concatenated then W^O.
-
-    forward(x (B, T, d_model)) returns the output (B, T, d_model) and the weights (B, h, T, T).
-    """
-
-    def __init__(self, d_model: int, num_heads: int):
-        super().__init__()
-        self.num_heads, self.d_k = num_heads, d_model // num_heads
-        self.W_qkv = nn.Linear(d_model, 3 * d_model)  # W^Q, W^K and W^V side by side
-        self.W_o = nn.Linear(d_model, d_model)
-
-    def forward(self, x):
-        B, T, d = x.shape
-        qkv = self.W_qkv(x).view(B, T, 3, self.num_heads, self.d_k)
-        Q, K, V = qkv.permute(2, 0, 3, 1, 4)  # each (B, h, T, d_k)
-        scores = Q @ K.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, h, T, T)
-        weights = scores.softmax(dim=-1)
-        heads = weights @ V  # (B, h, T, d_k)
-        return self.W_o(heads.transpose(1, 2).reshape(B, T, d)), weights
 
 
 class EncoderBlock(nn.Module):

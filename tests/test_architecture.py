@@ -55,9 +55,8 @@ def test_the_student_package_imports_nothing_from_the_grader():
         if _is_within(module, GRADER)
     ]
     assert not found, (
-        "attention_course is the students' package and must not import the grader (a model "
-        "of the grader's that it needs is plugged in as an entry point, see "
-        "attention_course/baselines.py):\n" + "\n".join(found)
+        "attention_course is the students' package and must not import the grader (what the "
+        "grader plugs in comes as an entry point, see attention_course/recorded.py):\n" + "\n".join(found)
     )
 
 

@@ -1,11 +1,13 @@
 """The student kit (``make kit``, ``tools/kit.py``): everything a student needs, no answer.
 
-The kit is built, then installed into a fresh virtual environment where ``autograder`` (the
+For every chapter, the kit a class receives while that chapter is open (``--through`` it)
+is built and installed into a fresh virtual environment where ``autograder`` (the
 reference, the hidden tests, the mistakes, the grader) cannot be imported: the environment
-reaches the course's installed packages, not the repository. There, for every chapter, the
-released notebook with every solution filled in passes every visible test, and the untouched
-notebook fails every one. Every file of the kit is searched for the lines of the solution
-regions, the hidden tests, the reference modules and the mistakes' edits.
+reaches the course's installed packages, not the repository. There the released notebook
+with every solution filled in passes every visible test, and the untouched notebook fails
+every one. Every file of that kit is searched for the lines of that chapter's and every
+later chapter's solution regions, hidden tests, reference code and mistakes' edits (an
+earlier chapter's code may be there: the course hands it out, ``attention_course/handed_out``).
 """
 
 import ast
@@ -25,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import kit  # noqa: E402
 
 from autograder.chapters import ALL_CHAPTERS, solution_path  # noqa: E402
-from autograder.leaks import MARKERS, course_secret_lines  # noqa: E402
+from autograder.leaks import MARKERS, secret_lines  # noqa: E402
 from autograder.mistakes import catalogue  # noqa: E402
 from autograder.submissions import solved_notebook, untouched_notebook  # noqa: E402
 
@@ -33,27 +35,18 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = Path(__file__).with_name("kit_runner.py")
 
-# Chapters whose released notebooks still ask the reference itself (issue 35, in progress):
-# their visible tests import ``autograder.reference`` and cannot run from the kit yet.
-ON_THE_REFERENCE = {
-    "01_rnn_bottleneck",
-    "02_bahdanau_attention",
-    "03_convs2s",
-}
-KIT_CHAPTERS = [c for c in ALL_CHAPTERS if c not in ON_THE_REFERENCE]
-
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     return kit.build(tmp_path_factory.mktemp("kit") / "kit")
 
 
-@pytest.fixture(scope="module")
-def kit_python(built, tmp_path_factory):
-    """A fresh venv with the kit's wheel installed, and the course's third-party packages
-    reachable (a path in a .pth file, so the editable install of the repository in them is
-    not), but not the repository: ``import autograder`` fails there."""
-    venv = tmp_path_factory.mktemp("venv") / "kit"
+def install(built: dict, folder: Path) -> Path:
+    """A fresh venv in ``folder`` with the kit's wheel installed and the course's third-party
+    packages reachable (a path in a .pth file, so the editable install of the repository
+    in them is not), but not the repository: ``import autograder`` fails there. Returns its
+    interpreter."""
+    venv = folder / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     site = Path(
@@ -90,6 +83,12 @@ def kit_python(built, tmp_path_factory):
     return python
 
 
+def test_every_chapter_says_where_its_reference_is():
+    assert set(REFERENCE) == set(ALL_CHAPTERS)
+    for paths in REFERENCE.values():
+        assert all((ROOT / path).is_file() for path in paths), paths
+
+
 def test_the_kit_depends_on_the_students_packages_only(built):
     with zipfile.ZipFile(built["wheel"]) as z:
         metadata = next(n for n in z.namelist() if n.endswith("METADATA"))
@@ -106,9 +105,9 @@ def test_the_kit_depends_on_the_students_packages_only(built):
     assert built["wheel"].stat().st_size < 5e6, "the kit's wheel, data included, is over 5 MB"
 
 
-def _exercise_names() -> set[str]:
+def _exercise_names(chapters) -> set[str]:
     names = set()
-    for chapter in ALL_CHAPTERS:
+    for chapter in chapters:
         for cell in nbformat.read(solution_path(ROOT, chapter), 4).cells:
             if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
                 try:
@@ -119,9 +118,43 @@ def _exercise_names() -> set[str]:
     return names
 
 
+# Where the reference's version of each chapter's exercises lives.
+REFERENCE = {
+    "01_rnn_bottleneck": ["attention_course/handed_out/rnn_bottleneck.py"],
+    "02_bahdanau_attention": ["attention_course/handed_out/bahdanau_attention.py"],
+    "03_convs2s": ["autograder/reference/convs2s.py"],
+    "04_dot_product_attention": [
+        "autograder/reference/attention.py",
+        "attention_course/handed_out/dot_product_attention.py",
+    ],
+    "05_multi_head_attention": [
+        "autograder/reference/multi_head.py",
+        "autograder/reference/cost.py",
+        "attention_course/handed_out/multi_head_attention.py",
+    ],
+    "06_transformer": ["autograder/reference/transformer.py"],
+    "07_spatial_transformer": [
+        "autograder/reference/spatial.py",
+        "autograder/reference/hard_attention.py",
+    ],
+    "08_language_models": ["autograder/reference/language_model.py"],
+    "09_vision_transformer": ["autograder/reference/vision_transformer.py"],
+}
+
+
 def _code_lines(node) -> set[str]:
     """The stripped lines of a function's or class's code, its docstrings and comments left
     out, distinctive ones only (20 characters or more)."""
+    for inner in ast.walk(node):
+        body = getattr(inner, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            inner.body = body[1:] or [ast.Pass()]
     lines = set()
     for line in ast.unparse(node).splitlines():
         text = line.strip()
@@ -130,25 +163,11 @@ def _code_lines(node) -> set[str]:
     return lines
 
 
-def _secrets() -> set[str]:
-    """Lines that must not be in the kit: the solution regions' and hidden tests' (of the
-    whole course, less what any notebook shows on purpose), the code of the reference's
-    version of every exercise, and the mistakes' edits; less every line that a released
-    notebook shows (a given skeleton line such as ``self.out = nn.Linear(...)``)."""
-    secrets = course_secret_lines(solution_path(ROOT, c) for c in ALL_CHAPTERS)
-    exercises = _exercise_names()
-    reference = set()
-    for path in (ROOT / "autograder" / "reference").glob("*.py"):
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name in exercises:
-                reference |= _code_lines(node)
-    edits = {
-        line.strip()
-        for chapter in ALL_CHAPTERS
-        for m in catalogue(chapter)
-        for line in m.new.splitlines()
-        if len(line.strip()) >= 20
-    }
+def _secrets(chapters) -> set[str]:
+    """Lines of ``chapters`` that must not be in a kit: their solution regions' and hidden
+    tests', the code of the reference's version of their exercises, and their mistakes'
+    edits; less every line that a released notebook shows (a given skeleton line such as
+    ``self.out = nn.Linear(...)``, an earlier chapter's code that a later notebook gives)."""
     public = set()
     for chapter in ALL_CHAPTERS:
         for cell in nbformat.read(ROOT / "notebooks" / chapter / f"{chapter}.ipynb", 4).cells:
@@ -160,6 +179,21 @@ def _secrets() -> set[str]:
                     }
                 except SyntaxError:
                     pass
+    secrets = set().union(*(secret_lines(solution_path(ROOT, c)) for c in chapters)) - public
+    reference = set()
+    for chapter in chapters:
+        exercises = _exercise_names([chapter])
+        for path in REFERENCE[chapter]:
+            for node in ast.parse((ROOT / path).read_text()).body:
+                if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name in exercises:
+                    reference |= _code_lines(node)
+    edits = {
+        line.strip()
+        for chapter in chapters
+        for m in catalogue(chapter)
+        for line in m.new.splitlines()
+        if len(line.strip()) >= 20
+    }
     return secrets | ((reference | edits) - public)
 
 
@@ -204,7 +238,14 @@ SHARED = {
     "pe = torch.zeros(max_len, d_model)": "language_model.py",
     "pos = torch.arange(max_len, dtype=torch.float32)[:, None]": "language_model.py",
     "pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (T, 1)": "language_model.py",
+    # chapter 01's decoder and decoding loop, handed out from chapter 02 on, start as
+    # chapter 02's attention decoder and chapter 06's loop do
+    "y = self.embedding(prev_token)": "handed_out/rnn_bottleneck.py",
+    "y = self.embedding(prev_token)  # (B, E)": "handed_out/rnn_bottleneck.py",
+    "for _ in range(max_len):": "handed_out/rnn_bottleneck.py",
+    "if done.all():": "handed_out/rnn_bottleneck.py",
     # common lines
+    "if not return_weights:": "convs2s_experiment.py",
     "g = torch.Generator().manual_seed(seed)": "language_model.py",
     "torch.manual_seed(seed)": "runtime.py",
     "y = x.clone()": "data/toy.py",
@@ -214,9 +255,18 @@ SHARED = {
 }
 
 
-def test_no_answer_is_in_the_kit(built):
-    secrets = _secrets()
-    assert len(secrets) > 500
+@pytest.fixture(scope="module", params=ALL_CHAPTERS)
+def kit_through(request, tmp_path_factory):
+    """(chapter, the kit a class receives while it is open)."""
+    chapter = request.param
+    return chapter, kit.build(tmp_path_factory.mktemp(f"kit-{chapter}") / "kit", chapter)
+
+
+def test_no_answer_of_an_open_chapter_is_in_its_kit(kit_through):
+    chapter, built = kit_through
+    unanswered = ALL_CHAPTERS[ALL_CHAPTERS.index(chapter) :]
+    secrets = _secrets(unanswered)
+    assert len(secrets) > 20 * len(unanswered)
     leaks, scanned = {}, 0
     for name, data in _kit_files(built):
         if name.endswith(".pt") or name.endswith(".whl"):
@@ -231,12 +281,12 @@ def test_no_answer_is_in_the_kit(built):
         if found:
             leaks[name] = found[:5]
     assert scanned > 20
-    assert not leaks, f"the kit holds answers: {leaks}"
+    assert not leaks, f"the kit through {chapter} holds answers of {unanswered}: {leaks}"
 
 
-def test_the_released_notebooks_of_the_kit_import_only_the_kit(built):
+def test_the_released_notebooks_import_only_the_kit(built):
     found = []
-    for chapter in KIT_CHAPTERS:
+    for chapter in ALL_CHAPTERS:
         path = built["notebooks"] / chapter / f"{chapter}.ipynb"
         for cell in nbformat.read(path, 4).cells:
             if cell.cell_type == "code" and re.search(
@@ -246,10 +296,9 @@ def test_the_released_notebooks_of_the_kit_import_only_the_kit(built):
     assert not found, found
 
 
-@pytest.mark.parametrize("chapter", ALL_CHAPTERS)
-def test_every_chapter_runs_from_the_kit(chapter, kit_python, tmp_path):
-    if chapter in ON_THE_REFERENCE:
-        pytest.xfail("its visible tests still import autograder.reference (issue 35)")
+def test_every_chapter_runs_from_its_kit(kit_through, tmp_path):
+    chapter, built = kit_through
+    kit_python = install(built, tmp_path)
     paths = []
     for name, nb in (
         ("solved", solved_notebook(ROOT, chapter)),

@@ -1,6 +1,6 @@
 """``make kit``: what a student installs, and nothing of the instructor's side.
 
-    python tools/kit.py [--out _build/kit]
+    python tools/kit.py [--out _build/kit] [--through CHAPTER]
 
 writes, in ``--out``:
 
@@ -12,12 +12,18 @@ writes, in ``--out``:
 - ``attention-course-kit-<version>.zip``: both, with a README, for an LMS.
 
 The reference implementations, the hidden tests, the mistake catalogue, the solution
-notebooks and the grader (``autograder/``, ``solutions/``) are not in it;
+notebooks and the grader (``autograder/``, ``solutions/``) are not in it. Some chapters
+build on earlier ones, and the course hands those the earlier chapters' code
+(``attention_course/handed_out/<chapter>.py``, as chapter 05's notebook gives chapter 04's
+attention): ``--through CHAPTER`` builds the kit of the chapters up to CHAPTER, without the
+later notebooks, recorded values and handed-out modules, so that a class receives no
+chapter's answers before it is handed in (build a new kit as each chapter opens);
 ``tests/test_kit.py`` builds it, installs it where ``autograder`` cannot be imported, runs
 every chapter there and searches every file of it for their lines.
 """
 
 import argparse
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +33,9 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from autograder.chapters import ALL_CHAPTERS  # noqa: E402
+
 PACKAGE = "attention_course"
 DISTRIBUTION = "attention-course-kit"
 
@@ -107,13 +116,38 @@ include = ["{PACKAGE}*"]
 """
 
 
-def build_wheel(out: Path) -> Path:
+def later(through: str) -> tuple[list[str], list[str]]:
+    """The chapters after ``through``, and those from ``through`` on (whose answers a kit
+    through it must not hold)."""
+    if through not in ALL_CHAPTERS:
+        raise SystemExit(f"--through {through}: not a chapter ({', '.join(ALL_CHAPTERS)})")
+    i = ALL_CHAPTERS.index(through)
+    return list(ALL_CHAPTERS[i + 1 :]), list(ALL_CHAPTERS[i:])
+
+
+def handed_out_module(chapter: str) -> str:
+    """``01_rnn_bottleneck`` -> ``rnn_bottleneck``: the module that hands its code out."""
+    return re.sub(r"^\d+_", "", chapter)
+
+
+def build_wheel(out: Path, through: str = ALL_CHAPTERS[-1]) -> Path:
     kit_version = version()
+    after, unanswered = later(through)
+    recorded = {f"{c}.pt" for c in after}
+    handed_out = {f"{handed_out_module(c)}.py" for c in unanswered}
+
+    def ignore(folder, names):
+        folder = Path(folder)
+        left_out = {"__pycache__"}
+        if folder.name == "recorded":
+            left_out |= recorded
+        if folder.name == "handed_out":
+            left_out |= handed_out
+        return {n for n in names if n in left_out}
+
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "kit"
-        shutil.copytree(
-            ROOT / PACKAGE, source / PACKAGE, ignore=shutil.ignore_patterns("__pycache__")
-        )
+        shutil.copytree(ROOT / PACKAGE, source / PACKAGE, ignore=ignore)
         (source / "pyproject.toml").write_text(pyproject(kit_version))
         subprocess.run(
             [
@@ -133,17 +167,22 @@ def build_wheel(out: Path) -> Path:
     return out / f"{DISTRIBUTION.replace('-', '_')}-{kit_version}-py3-none-any.whl"
 
 
-def build(out: Path) -> dict[str, Path]:
-    """Build the kit in ``out`` (emptied first); returns the wheel, notebooks and zip."""
+def build(out: Path, through: str = ALL_CHAPTERS[-1]) -> dict[str, Path]:
+    """Build the kit of the chapters up to ``through`` in ``out`` (emptied first); returns
+    the wheel, notebooks and zip."""
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    wheel = build_wheel(out)
+    wheel = build_wheel(out, through)
+    after, _ = later(through)
     notebooks = out / "notebooks"
     shutil.copytree(
-        ROOT / "notebooks", notebooks, ignore=shutil.ignore_patterns(".ipynb_checkpoints")
+        ROOT / "notebooks",
+        notebooks,
+        ignore=shutil.ignore_patterns(".ipynb_checkpoints", *after),
     )
-    archive = out / f"{DISTRIBUTION}-{version()}.zip"
+    suffix = "" if through == ALL_CHAPTERS[-1] else f"-through-{through}"
+    archive = out / f"{DISTRIBUTION}-{version()}{suffix}.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
         z.write(wheel, wheel.name)
         for path in sorted(notebooks.rglob("*")):
@@ -156,8 +195,14 @@ def build(out: Path) -> dict[str, Path]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "kit")
+    parser.add_argument(
+        "--through",
+        default=ALL_CHAPTERS[-1],
+        help="the last chapter the kit holds (default: all); later chapters' notebooks, and "
+        "the earlier chapters' code handed out from this one on, are left out",
+    )
     args = parser.parse_args(argv)
-    built = build(args.out)
+    built = build(args.out, args.through)
     for name, path in built.items():
         size = path.stat().st_size if path.is_file() else None
         print(f"{name}: {path}" + (f" ({size / 1e6:.2f} MB)" if size else ""))

@@ -24,7 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.reference import transformer
+from attention_course import convs2s_experiment as experiment
+from attention_course.convs2s_experiment import greedy_decode  # noqa: F401
 
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 
@@ -154,96 +155,18 @@ class MultiStepAttention(nn.Module):
         return h + c, a
 
 
-class ConvS2S(nn.Module):
-    """The encoder-decoder: forward(src (B, S), src_lengths (B,), tgt_in (B, T)) -> logits
-    (B, T, V_tgt).
+class ConvS2S(experiment.ConvS2S):
+    """The course's ConvS2S (:class:`attention_course.convs2s_experiment.ConvS2S`, whose
+    parts the notebook passes), with this module's parts unless others are given."""
 
-    Encoder: e = ConvEmbedding(src), then ``num_layers`` centred blocks; z is the last
-    block's output. Padding positions are zeroed before every block, so they never leak
-    into a real position's window. Decoder: g = ConvEmbedding(tgt_in), then ``num_layers``
-    causal blocks, each followed by its own attention (multi-step attention); a linear
-    layer gives the logits. ``self.attention`` keeps the weights (B, T, S) of every decoder
-    layer of the last call. ``embedding``, ``block`` and ``attention`` replace the classes
-    of the parts (same constructor arguments as this module's).
-
-    ``encode`` / ``decode`` follow chapter 06's interface, so the same greedy decoding loop
-    drives both models.
-    """
-
-    def __init__(
-        self,
-        src_vocab_size: int,
-        tgt_vocab_size: int,
-        d: int = 64,
-        num_layers: int = 4,
-        kernel_size: int = 3,
-        max_len: int = 64,
-        dropout: float = 0.0,
-        *,
-        embedding=None,
-        block=None,
-        attention=None,
-    ):
-        super().__init__()
-        # The parts are this module's classes unless others are given: chapter 03's
-        # notebook builds the model from the student's own embedding, block and attention.
-        embedding, block = embedding or ConvEmbedding, block or ConvBlock
-        attention = attention or MultiStepAttention
-        self.src_embed = embedding(src_vocab_size, d, max_len, dropout)
-        self.tgt_embed = embedding(tgt_vocab_size, d, max_len, dropout)
-        self.encoder = nn.ModuleList(
-            block(d, kernel_size, dropout=dropout) for _ in range(num_layers)
+    def __init__(self, *args, embedding=None, block=None, attention=None, **kwargs):
+        super().__init__(
+            *args,
+            embedding=embedding or ConvEmbedding,
+            block=block or ConvBlock,
+            attention=attention or MultiStepAttention,
+            **kwargs,
         )
-        self.decoder = nn.ModuleList(
-            block(d, kernel_size, causal=True, dropout=dropout) for _ in range(num_layers)
-        )
-        self.attend = nn.ModuleList(attention(d) for _ in range(num_layers))
-        self.out = nn.Linear(d, tgt_vocab_size)
-        self.attention: list[torch.Tensor] = []
-
-    def encode(self, src, src_lengths):
-        """Returns the memory (z (B, S, d), e (B, S, d)) and the source mask (B, S)."""
-        src_mask = torch.arange(src.size(1), device=src.device) < src_lengths[:, None]  # (B, S)
-        keep = src_mask[..., None].float()  # (B, S, 1)
-        e = self.src_embed(src)  # (B, S, d)
-        z = e
-        for block in self.encoder:
-            z = block(z * keep)  # (B, S, d)
-        return (z, e), src_mask
-
-    def decode(self, tgt_in, memory, src_mask):
-        """tgt_in (B, T) ids, <bos> first -> logits (B, T, V_tgt)."""
-        z, e = memory
-        g = self.tgt_embed(tgt_in)  # (B, T, d)
-        h = g
-        self.attention = []
-        for block, attend in zip(self.decoder, self.attend, strict=True):
-            h = block(h)  # (B, T, d)
-            h, a = attend(h, g, z, e, src_mask)  # (B, T, d), (B, T, S)
-            self.attention.append(a)
-        return self.out(h)  # (B, T, V_tgt)
-
-    def forward(self, src, src_lengths, tgt_in):
-        memory, src_mask = self.encode(src, src_lengths)
-        return self.decode(tgt_in, memory, src_mask)
-
-
-@torch.no_grad()
-def greedy_decode(model, src, src_lengths, max_len: int, return_weights: bool = False):
-    """The most likely token at every step, each sequence stopping at its own <eos>
-    (kept; padding after it). The decoder reruns over the whole prefix at every step: the
-    loop is chapter 06's, which needs only ``encode`` and ``decode``.
-
-    Returns ids (B, L); with ``return_weights`` also the attention weights of every
-    decoder layer for those ids, a list of (B, L, S).
-    """
-    ids = transformer.greedy_decode(model, src, src_lengths, max_len)  # (B, L)
-    if not return_weights:
-        return ids
-    memory, src_mask = model.encode(src, src_lengths)
-    fed = torch.cat([torch.full_like(ids[:, :1], BOS_ID), ids[:, :-1]], dim=1)  # y_{<i} at i
-    model.decode(fed, memory, src_mask)
-    return ids, list(model.attention)
 
 
 def receptive_field(num_layers: int, kernel_size: int) -> int:

@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from attention_course.convs2s_experiment import gru_with_attention  # noqa: F401
 from attention_course.runtime import set_seed
 from attention_course.training import History
 from attention_course.translation import (
-    FULL_SETTINGS,
     AccuracyByLength,
     ExperimentSettings,
     TranslationData,
@@ -141,17 +141,6 @@ def build(name: str, data: TranslationData, cfg: ExperimentSettings) -> torch.nn
         )
         return Seq2SeqAttention(encoder, decoder)
     return Seq2Seq(encoder, Decoder(V_tgt, cfg.d_emb, cfg.d_hidden))
-
-
-def gru_with_attention(data: TranslationData, seed: int = 0) -> torch.nn.Module:
-    """Chapter 02's GRU encoder-decoder with additive attention at chapter 02's full size,
-    its weights drawn after ``set_seed(seed)``: chapter 03's opponent in its race.
-
-    Declared as the entry point ``gru_with_attention`` of the group
-    ``attention_course.baselines`` in ``pyproject.toml``, which is how
-    :func:`attention_course.convs2s_experiment.gru_with_attention` finds it."""
-    set_seed(seed)
-    return build("attention", data, FULL_SETTINGS)
 
 
 def train_reference(

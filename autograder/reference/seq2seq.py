@@ -1,192 +1,53 @@
-"""An RNN encoder-decoder without attention (chapter 01).
+"""Chapter 01's reference, and the measurement its last question is checked against.
 
-The encoder reads the source x_1 .. x_S into states h_1 .. h_S and hands the decoder one
-fixed-length vector, its last state h_S (Cho et al. 2014; Sutskever et al. 2014). The decoder
-is a GRU started from that vector that emits one target token per step. Everything the
-decoder knows about the source has to squeeze through ``final``: the bottleneck that
-attention (chapter 02) removes.
+Chapter 01's reference: the course hands it to chapter 02 and 03's experiments, so it
+lives with the student kit (:mod:`attention_course.handed_out.rnn_bottleneck`); this module
+keeps the grader's name for it."""
 
-Shapes (batch-first everywhere): B batch, S source length, T target length, V vocabulary,
-E embedding size, H hidden size. Token id 0 is ``<pad>``, 1 ``<bos>``, 2 ``<eos>``.
-
-The decoding interface, shared with chapter 02's attention model
-------------------------------------------------------------------
-
-A model that :func:`greedy_decode` (and teacher forcing) can drive has two methods:
-
-- ``memory = model.encode(src, src_lengths)``: an :class:`EncoderOutput` holding what the
-  decoder may read of the source: every state ``(B, S, H)``, the final state ``(B, H)``
-  (the decoder's first hidden state) and the padding mask ``(B, S)``;
-- ``model.decode_step(prev_token, hidden, memory)`` -> ``(logits, hidden)``, or
-  ``(logits, hidden, weights)`` for a model with attention, where ``weights`` ``(B, S)``
-  is the step's distribution over source positions.
-
-A model without attention simply ignores ``memory.states``.
-"""
-
-from typing import NamedTuple
-
-import torch
-from torch import nn
-from torch.nn import functional as F
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from attention_course.handed_out.rnn_bottleneck import (  # noqa: F401
+    Decoder,
+    Encoder,
+    EncoderOutput,
+    Seq2Seq,
+    greedy_decode,
+    lengths_to_mask,
+    sequence_loss,
+)
 
 
-def lengths_to_mask(src_lengths: torch.Tensor, max_len: int) -> torch.Tensor:
-    """Source padding mask: bool ``(B, max_len)``, True where position j < src_lengths[b]."""
-    positions = torch.arange(max_len, device=src_lengths.device)  # (S,)
-    return positions[None, :] < src_lengths[:, None]  # (B, S)
+def measured_sequential_steps(src_lengths, tgt_lengths) -> tuple[int, int]:
+    """(steps of the encoder's GRU, calls of decode_step) when greedy decoding translates a
+    batch of sources of ``src_lengths`` into targets of ``tgt_lengths`` (each <eos> last):
+    the chapter's encoder, counted by a hook on its GRU, and a scripted decoder."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
 
+    class CountingTranslator(nn.Module):
+        def __init__(self, tgt_lengths):
+            super().__init__()
+            self.encoder = Encoder(12, 4, 6)
+            self.tgt_lengths = torch.tensor(tgt_lengths)
+            self.encoder_steps, self.decoder_steps = 0, 0
+            self.encoder.rnn.register_forward_hook(self.count_encoder_steps)
 
-class EncoderOutput(NamedTuple):
-    """What the decoder may read of the source.
+        def count_encoder_steps(self, rnn, inputs, outputs):
+            self.encoder_steps += len(inputs[0].batch_sizes)  # one GRU step per time step
 
-    - ``states``: ``(B, S, H)`` encoder state at every position, exactly zero at padding
-    - ``final``: ``(B, H)`` state at each sequence's last real token (the fixed-length vector)
-    - ``mask``: bool ``(B, S)``, True at real tokens, False at padding
-    - ``keys``: anything a decoder wants to precompute once per source (chapter 02 stores
-      U h_j there); None without attention
-    """
+        def encode(self, src, src_lengths):
+            states, final = self.encoder(src, src_lengths)  # (B, S, H), (B, H)
+            return EncoderOutput(states, final, lengths_to_mask(src_lengths, src.size(1)))
 
-    states: torch.Tensor
-    final: torch.Tensor
-    mask: torch.Tensor
-    keys: torch.Tensor | None = None
+        def decode_step(self, prev_token, hidden, memory):
+            self.decoder_steps += 1
+            said = torch.where(self.tgt_lengths == self.decoder_steps, 2, 5)  # (B,)
+            return F.one_hot(said, 12).float(), hidden
 
-
-class Encoder(nn.Module):
-    """Embedding then a one-layer GRU over a right-padded batch.
-
-    forward(src (B, S), src_lengths (B,)) -> states (B, S, H), final (B, H).
-
-    Padding is skipped, not read: the GRU runs on a packed sequence, so ``final[b]`` is the
-    state after token ``src_lengths[b] - 1`` (not after the trailing pads), and
-    ``states[b, j]`` is exactly zero for ``j >= src_lengths[b]``.
-    """
-
-    def __init__(self, vocab_size: int, d_emb: int, d_hidden: int):
-        super().__init__()
-        self.embedding = nn.Embedding(vocab_size, d_emb, padding_idx=0)
-        self.rnn = nn.GRU(d_emb, d_hidden, batch_first=True)
-
-    def forward(
-        self, src: torch.Tensor, src_lengths: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        x = self.embedding(src)  # (B, S, E)
-        packed = pack_padded_sequence(x, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
-        packed_states, h_n = self.rnn(packed)  # h_n: (1, B, H), in the original batch order
-        # back to (B, S, H), zeros after each sequence's end
-        states, _ = pad_packed_sequence(packed_states, batch_first=True, total_length=src.size(1))
-        return states, h_n[-1]  # (B, S, H), (B, H)
-
-
-class Decoder(nn.Module):
-    """One step of a GRU decoder: s_t = GRU(E y_{t-1}, s_{t-1}), p(y_t | ...) = softmax(W_o s_t).
-
-    step(prev_token (B,), hidden (B, H)) -> logits (B, V), hidden (B, H).
-    """
-
-    def __init__(self, vocab_size: int, d_emb: int, d_hidden: int):
-        super().__init__()
-        self.embedding = nn.Embedding(vocab_size, d_emb, padding_idx=0)
-        self.cell = nn.GRUCell(d_emb, d_hidden)
-        self.out = nn.Linear(d_hidden, vocab_size)
-
-    def step(
-        self, prev_token: torch.Tensor, hidden: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        y = self.embedding(prev_token)  # (B, E)
-        # s_t = GRU(E y_{t-1}, s_{t-1})
-        hidden = self.cell(y, hidden)  # (B, H)
-        return self.out(hidden), hidden  # (B, V), (B, H)
-
-
-class Seq2Seq(nn.Module):
-    """Encoder-decoder whose decoder starts from the encoder's final state and never sees
-    the source again (the fixed-length bottleneck).
-
-    forward(src (B, S), src_lengths (B,), tgt_in (B, T)) -> logits (B, T, V), by teacher
-    forcing: the decoder reads the true previous token ``tgt_in[:, t]`` at every step t.
-    """
-
-    def __init__(self, encoder: Encoder, decoder: Decoder):
-        super().__init__()
-        self.encoder = encoder
-        self.decoder = decoder
-
-    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOutput:
-        states, final = self.encoder(src, src_lengths)  # (B, S, H), (B, H)
-        return EncoderOutput(states, final, lengths_to_mask(src_lengths, src.size(1)))
-
-    def decode_step(self, prev_token, hidden, memory: EncoderOutput):
-        """One decoder step; ``memory`` is not read: the source reached the decoder only
-        through its initial hidden state ``memory.final``."""
-        return self.decoder.step(prev_token, hidden)  # (B, V), (B, H)
-
-    def forward(
-        self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor
-    ) -> torch.Tensor:
-        memory = self.encode(src, src_lengths)
-        hidden = memory.final  # s_0 = h_S, the fixed-length summary of the source  (B, H)
-        logits = []
-        for t in range(tgt_in.size(1)):
-            step_logits, hidden = self.decode_step(tgt_in[:, t], hidden, memory)  # (B, V), (B, H)
-            logits.append(step_logits)
-        return torch.stack(logits, dim=1)  # (B, T, V)
-
-
-def sequence_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
-    """Mean cross-entropy -log p(y_t | y_<t, x) over the real (non-pad) target tokens.
-
-    logits: (B, T, V); tgt_out: (B, T) ids with ``pad_id`` after each sequence's ``<eos>``.
-    A padded position contributes nothing, so a batch's loss does not depend on how much
-    padding it has.
-    """
-    V = logits.size(-1)
-    flat_logits, flat_targets = logits.reshape(-1, V), tgt_out.reshape(-1)  # (B*T, V), (B*T,)
-    return F.cross_entropy(flat_logits, flat_targets, ignore_index=pad_id)
-
-
-@torch.no_grad()
-def greedy_decode(
-    model: nn.Module,
-    src: torch.Tensor,
-    src_lengths: torch.Tensor,
-    max_len: int,
-    bos_id: int = 1,
-    eos_id: int = 2,
-    pad_id: int = 0,
-    return_weights: bool = False,
-):
-    """Translate a batch by picking the most likely token at every step.
-
-    ``model`` follows the decoding interface of this module (``encode`` and
-    ``decode_step``). Each sequence stops at its own ``<eos>`` (kept in the output);
-    every position after it is ``pad_id``. The loop ends when all sequences have
-    finished or after ``max_len`` steps.
-
-    Returns ids ``(B, L)`` with L <= max_len; with ``return_weights`` (a model with
-    attention), also the attention weights ``(B, L, S)`` of every step.
-    """
-    memory = model.encode(src, src_lengths)
-    hidden = memory.final  # (B, H)
-    prev = torch.full((src.size(0),), bos_id, dtype=torch.long, device=src.device)  # (B,)
-    done = torch.zeros_like(prev, dtype=torch.bool)  # (B,)
-    tokens, weights = [], []
-    for _ in range(max_len):
-        # extra is [] without attention, [weights (B, S)] with it
-        logits, hidden, *extra = model.decode_step(prev, hidden, memory)  # (B, V), (B, H)
-        prev = logits.argmax(dim=-1).masked_fill(done, pad_id)  # (B,)
-        tokens.append(prev)
-        weights.extend(extra)
-        done = done | (prev == eos_id)
-        if done.all():
-            break
-    ids = torch.stack(tokens, dim=1)  # (B, L)
-    if not return_weights:
-        return ids
-    if not weights:
-        raise ValueError(
-            "return_weights=True needs a model whose decode_step returns attention weights"
-        )
-    return ids, torch.stack(weights, dim=1)  # (B, L), (B, L, S)
+    torch.manual_seed(0)
+    model = CountingTranslator(tgt_lengths)
+    lengths = torch.tensor(src_lengths)
+    src = torch.randint(3, 12, (len(src_lengths), max(src_lengths)))
+    src = src * (torch.arange(src.size(1))[None, :] < lengths[:, None])  # right-padded
+    ids = greedy_decode(model, src, lengths, max_len=50)
+    assert (ids == 2).sum(dim=1).tolist() == [1] * len(src_lengths)
+    return model.encoder_steps, model.decoder_steps

@@ -1,33 +1,10 @@
-r"""Chapters 04 and 05's layers, as the course hands them to the chapters that build on them.
-
-Chapter 06's Transformer is made of multi-head attention and masks; a student who reaches it
-has written both, and gets the course's versions here, so that the new chapter does not
-depend on how the old exercises went. Later chapters' notebooks import them from here::
-
-    from attention_course.layers import MultiHeadAttention, causal_mask, padding_mask
-
-Masks are bool, True where a query may attend to a key.
-"""
+"""Chapter 05's multi-head attention, as the course hands it to the chapters after it
+(chapter 06's Transformer is made of it; chapter 09's ViT of the self-attention below)."""
 
 import math
 
 import torch
 from torch import nn
-
-
-def padding_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
-    """(B,) lengths -> bool (B, 1, max_len): key j of sequence b is real when j < lengths[b]
-    (the middle axis broadcasts over the queries)."""
-    width = int(lengths.max()) if max_len is None else max_len
-    return torch.arange(width, device=lengths.device).expand(len(lengths), 1, width) < lengths.view(
-        -1, 1, 1
-    )
-
-
-def causal_mask(size: int, device=None) -> torch.Tensor:
-    """bool (T, T): query i may attend to keys 0 .. i."""
-    rows = torch.arange(size, device=device)
-    return rows.view(-1, 1) >= rows.view(1, -1)
 
 
 class MultiHeadAttention(nn.Module):
@@ -65,3 +42,27 @@ class MultiHeadAttention(nn.Module):
         weights = scores.softmax(-1).nan_to_num(0.0)  # (B, h, T_q, T_k)
         heads = torch.einsum("bhqk,bhkd->bqhd", weights, V).flatten(-2)  # (B, T_q, d_model)
         return self.W_o(heads), weights
+
+
+class SelfAttention(nn.Module):
+    r"""Multi-head self-attention with W^Q, W^K and W^V in one matrix, as ViT implementations
+    write it (chapter 09's encoder blocks): head i is softmax(Q_i K_i^T / sqrt(d_k)) V_i
+    with Q_i = x W_i^Q, K_i = x W_i^K, V_i = x W_i^V; the heads concatenated then W^O.
+
+    forward(x (B, T, d_model)) returns the output (B, T, d_model) and the weights (B, h, T, T).
+    """
+
+    def __init__(self, d_model: int, num_heads: int):
+        super().__init__()
+        self.num_heads, self.d_k = num_heads, d_model // num_heads
+        self.W_qkv = nn.Linear(d_model, 3 * d_model)  # W^Q, W^K and W^V side by side
+        self.W_o = nn.Linear(d_model, d_model)
+
+    def forward(self, x):
+        B, T, d = x.shape
+        qkv = self.W_qkv(x).view(B, T, 3, self.num_heads, self.d_k)
+        Q, K, V = qkv.permute(2, 0, 3, 1, 4)  # each (B, h, T, d_k)
+        scores = Q @ K.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, h, T, T)
+        weights = scores.softmax(dim=-1)
+        heads = weights @ V  # (B, h, T, d_k)
+        return self.W_o(heads.transpose(1, 2).reshape(B, T, d)), weights
