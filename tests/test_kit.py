@@ -311,24 +311,60 @@ def test_every_chapter_runs_from_its_kit(kit_through, tmp_path):
                 (folder / extra.name).write_bytes(extra.read_bytes())
         nbformat.write(nb, folder / f"{chapter}.ipynb")
         paths.append(folder / f"{chapter}.ipynb")
-    # the two notebooks at once, one on each core
-    runs = [
-        subprocess.Popen(
-            [str(kit_python), str(RUNNER), str(p)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-        )
-        for p in paths
-    ]
-    results = {}
-    for run in runs:
-        out, err = run.communicate(timeout=900)
-        assert run.returncode == 0, err[-3000:]
-        results.update(json.loads(out))
-    solved, untouched = (results[str(p)] for p in paths)
-    for result in (solved, untouched):
-        assert result.pop("<kernel>").endswith("has no autograder")
+    # at once, one on each core: the solved notebook top to bottom (experiments included,
+    # in grading mode), the untouched one through the kit's validate
+    solved_run = subprocess.Popen(
+        [str(kit_python), str(RUNNER), str(paths[0])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    validated = subprocess.Popen(
+        [str(kit_python), "-m", "attention_course.validate", str(paths[1])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=paths[1].parent,
+    )
+    out, err = solved_run.communicate(timeout=900)
+    assert solved_run.returncode == 0, err[-3000:]
+    solved = json.loads(out)[str(paths[0])]
+    assert solved.pop("<kernel>").endswith("has no autograder")
     assert solved and not {k: v for k, v in solved.items() if v}, solved
-    assert all(untouched.values()), {k for k, v in untouched.items() if not v}
+    out, err = validated.communicate(timeout=900)
+    assert validated.returncode == 1, out + err[-3000:]
+    assert "Visible tests: 0 of " in out and "Exercises not done yet" in out, out
+    assert "NOT READY" in out, out
+
+
+def test_validate_says_ready_for_a_finished_notebook_from_the_kit(built, tmp_path):
+    chapter = "04_dot_product_attention"
+    kit_python = install(built, tmp_path)
+    nb = solved_notebook(ROOT, chapter)
+    test = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade"))
+    test.source = "pass  # a student's edit of a test cell: grading puts it back"
+    path = tmp_path / "work" / f"{chapter}.ipynb"
+    path.parent.mkdir()
+    nbformat.write(nb, path)
+    result = subprocess.run(
+        [str(kit_python), "-m", "attention_course.validate", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=path.parent,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert "READY" in result.stdout and "NOT READY" not in result.stdout
+    assert (
+        "puts back as released" in result.stdout
+        and test.metadata.nbgrader.grade_id in result.stdout
+    )
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text('{"cells": [')
+    result = subprocess.run(
+        [str(kit_python), "-m", "attention_course.validate", str(broken)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and "not a notebook that can be read" in result.stderr

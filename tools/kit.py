@@ -112,7 +112,7 @@ dependencies = [
 include = ["{PACKAGE}*"]
 
 [tool.setuptools.package-data]
-"{PACKAGE}.data" = ["recorded/*.pt"]
+"{PACKAGE}.data" = ["recorded/*.pt", "released/*.ipynb"]
 """
 
 
@@ -148,6 +148,11 @@ def build_wheel(out: Path, through: str = ALL_CHAPTERS[-1]) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "kit"
         shutil.copytree(ROOT / PACKAGE, source / PACKAGE, ignore=ignore)
+        # the released notebooks, that validate puts a notebook's locked cells back from
+        released = source / PACKAGE / "data" / "released"
+        released.mkdir()
+        for chapter in ALL_CHAPTERS[: len(ALL_CHAPTERS) - len(after)]:
+            shutil.copy(ROOT / "notebooks" / chapter / f"{chapter}.ipynb", released)
         (source / "pyproject.toml").write_text(pyproject(kit_version))
         subprocess.run(
             [
