@@ -127,8 +127,8 @@ def _error(cell) -> str | None:
     return None
 
 
-def report(ran, put_back: list[str], seconds: float) -> tuple[str, bool]:
-    """The text, and whether every visible test passed."""
+def report(ran, put_back: list[str], seconds: float, flags=()) -> tuple[str, bool]:
+    """The text, and whether every visible test passed and nothing is flagged."""
     not_done, failing, others = [], [], []
     exercise = None
     passed = total = 0
@@ -165,14 +165,20 @@ def report(ran, put_back: list[str], seconds: float) -> tuple[str, bool]:
             + ", ".join(put_back)
             + "."
         )
+    if flags:
+        lines.append(
+            "Flagged for review when graded (the exercise's points are withheld until your "
+            "instructor has read the cell):"
+        )
+        lines += [f"  - {flag}" for flag in flags]
     if others:
         lines.append("Other cells that raise an error:")
         lines += [f"  - {o}" for o in others]
-    ready = passed == total
+    ready = passed == total and not flags
     lines.append(
         "READY: every visible test passes (the hidden tests run when your notebook is graded)."
         if ready
-        else "NOT READY: fix what is listed above, then run this again."
+        else "NOT READY: see what is listed above, then run this again."
     )
     return "\n".join(lines), ready
 
@@ -191,10 +197,13 @@ def validate(path: Path) -> tuple[str, bool]:
             f"error: {path} is not one of the chapters of this kit ({', '.join(chapters())})"
         )
     released = nbformat.read(released_path(chapter), as_version=4)
+    from attention_course.scan import scan_notebook
+
+    flags = scan_notebook(nb, chapter, released=released)  # the grader's scan, as it reads
     prepared, put_back = prepare(nb, released)
     start = time.perf_counter()
     ran = run(prepared, Path(path).resolve().parent)
-    return report(ran, put_back, time.perf_counter() - start)
+    return report(ran, put_back, time.perf_counter() - start, flags)
 
 
 def main(argv=None) -> int:
