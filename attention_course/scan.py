@@ -106,6 +106,7 @@ TEST_NAMES = frozenset(
         "diagnose",
         "diagnosis_for",
         "reference_for",
+        "recorded",
         "print",
         "torch",
         "F",
@@ -119,6 +120,9 @@ TEST_NAMES = frozenset(
         "any",
     }
 )
+# The set-up cell's recorded reference (attention_course/recorded.py): what the visible tests
+# compare with. A solution that asks it copies the answer for the cases the tests record.
+RECORDED_NAMES = frozenset({"recorded", "recorded_values"})
 MODULES_OF_TESTS = frozenset({"torch", "builtins", "sys", "math", "F", "nn", "np", "numpy"})
 HIDDEN_ACCESS = frozenset({"exec", "eval", "compile", "__import__", "globals", "setattr"})
 FILE_WRITES = frozenset(
@@ -220,6 +224,8 @@ class _Scanner(ast.NodeVisitor):
     def _check_module(self, node: ast.AST, module: str) -> None:
         if module == "autograder" or module.startswith("autograder."):
             self.flag(node, "reference", f"imports {module}: the course's reference code")
+        if module == "attention_course.recorded":
+            self.flag(node, "reference", f"imports {module}: the reference's recorded answers")
         self._check_handout(node, module)
 
     def _check_handout(self, node: ast.AST, text: str) -> None:
@@ -248,6 +254,13 @@ class _Scanner(ast.NodeVisitor):
         dotted = self._origin(_dotted(node))
         if dotted.startswith("autograder"):
             self.flag(node, "reference", f"uses {dotted}: the course's reference code")
+        elif dotted.startswith("attention_course.recorded."):
+            name = _dotted(node)
+            self.flag(
+                node,
+                "reference",
+                f"uses {name}, the reference's recorded answers to the tests: the answer key",
+            )
         self._check_operator(node, dotted)
         if node.attr in HANDOUT_NAMES:
             self._check_handout(node, node.attr)
@@ -260,6 +273,12 @@ class _Scanner(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in HANDOUT_NAMES:
             self._check_handout(node, node.id)
+        if isinstance(node.ctx, ast.Load) and node.id in RECORDED_NAMES:
+            self.flag(
+                node,
+                "reference",
+                f"uses {node.id}, the reference's recorded answers to the tests: the answer key",
+            )
         if isinstance(node.ctx, ast.Load) and node.id in self.aliases:
             origin = self.aliases[node.id]
             if "." in origin:
@@ -407,6 +426,15 @@ def imports_of(source: str, aliases: dict[str, str]) -> None:
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
             for alias in node.names:
                 aliases[alias.asname or alias.name] = f"{node.module or ''}.{alias.name}"
+        elif (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and _dotted(node.value.func) in RECORDED_NAMES
+        ):
+            # ``ref = recorded("attention")``: the reference's recorded answers
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    aliases[target.id] = "attention_course.recorded"
 
 
 def _plain(source) -> str:

@@ -56,7 +56,8 @@ def test_the_student_package_imports_nothing_from_the_grader():
     ]
     assert not found, (
         "attention_course is the students' package and must not import the grader (what the "
-        "grader plugs in comes as an entry point, see attention_course/recorded.py):\n" + "\n".join(found)
+        "grader plugs in comes as an entry point, see attention_course/recorded.py):\n"
+        + "\n".join(found)
     )
 
 

@@ -366,7 +366,10 @@ def test_a_solution_that_borrows_a_name_a_test_cell_bound_is_flagged(root):
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == exercise)
     cell.source += "\n\n\ndef borrowed(*args):\n    return measure.saved_attention_bytes(*args)"
     flags = [f for f in scan_notebook(nb, chapter) if f.rule == "reference"]
-    assert [f.cell for f in flags] == [exercise] and "autograder.reference.cost" in str(flags[0])
+    assert [f.cell for f in flags] == [exercise] and "recorded answers" in str(flags[0])
+    cell.source += "\n\n\ndef asked(*args):\n    return recorded('cost').measured_cost(*args)"
+    flags = [f for f in scan_notebook(nb, chapter) if f.rule == "reference"]
+    assert [f.cell for f in flags] == [exercise, exercise], flags
 
 
 def test_a_name_only_a_hidden_test_binds_is_followed_as_when_graded(root):
