@@ -4,7 +4,7 @@ The pages under ``notebooks/`` show each student notebook as released: not execu
 no plot, widget or test result appears on them. This extension puts a note under the
 title of each such page, when the book is built (the notebooks themselves stay as
 nbgrader generates them): where to get the notebook (the page's download button, or the
-course folder) and the set-up command of the README's "Quick start: students".
+student kit) and the set-up command of the README's "Quick start: students".
 
 Registered in ``_config.yml`` under ``sphinx: local_extensions``.
 """
@@ -13,9 +13,8 @@ from docutils import nodes
 from sphinx.application import Sphinx
 
 # The README's set-up command (tests/test_book.py checks that the README still says it).
-SETUP = "python3.11 -m venv .venv && .venv/bin/pip install -e ."
-CONDA = "conda env create -f environment.yml"
-START = ".venv/bin/jupyter lab"
+SETUP = "python3.11 -m venv course && course/bin/pip install attention_course_kit-*.whl"
+START = "course/bin/jupyter lab"
 
 
 def _paragraph(*parts) -> nodes.paragraph:
@@ -38,14 +37,13 @@ def run_note(docname: str) -> nodes.admonition:
         "explorers and test results appear when you run it. Get it with the download "
         "button at the top of this page (.ipynb), or open ",
         ("code", path),
-        " in a copy of the course repository.",
+        " in the course kit your instructor hands out (a zip of the course's package and "
+        "its notebooks).",
     )
     note += _paragraph(
-        "Set up once, in that copy (Python 3.11): ",
+        "Set up once, in the kit's folder (Python 3.11): ",
         ("code", SETUP),
-        " (or ",
-        ("code", CONDA),
-        "), then start ",
+        ", then start ",
         ("code", START),
         " and open the notebook. Fill in each function where it says ",
         ("code", "raise NotImplementedError"),
