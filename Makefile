@@ -42,9 +42,9 @@ benchmark: setup
 release: setup
 	$(PY) -m autograder release
 
-# The student kit (tools/kit.py): the student package's wheel, the notebooks, one zip of both.
+# The student kit (autograder/kit.py): the student package's wheel, the notebooks, one zip.
 kit: setup
-	$(PY) tools/kit.py --out _build/kit
+	$(PY) -m autograder kit --out _build/kit
 
 check: setup
 	$(PY) -m autograder check

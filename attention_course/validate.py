@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-# The released notebooks: in the kit, beside the package's data (tools/kit.py puts them
+# The released notebooks: in the kit, beside the package's data (autograder/kit.py puts them
 # there); in a copy of the course's repository, its notebooks/ folder.
 RELEASED = Path(__file__).resolve().parent / "data" / "released"
 REPOSITORY = Path(__file__).resolve().parents[1] / "notebooks"

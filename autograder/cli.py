@@ -1,6 +1,9 @@
-"""Command line: ``python -m autograder {release,check,release-solutions,collect,grade,
-report,validate,export} ...`` (``validate`` is the students' check of a notebook before they hand it in;
-``export`` writes the grades into the file Canvas, Moodle or Blackboard imports).
+"""Command line: ``python -m autograder {release,record,kit,check,release-solutions,collect,
+grade,report,validate,export} ...`` (``release`` also records the reference's answers to the
+visible tests, ``record`` does that alone; ``kit`` builds what students install; ``validate``
+is the check of a notebook before it is handed in, which the kit also has as
+``python -m attention_course.validate``; ``export`` writes the grades into the file Canvas,
+Moodle or Blackboard imports).
 
 ``review OUT`` opens a graded class in nbgrader's formgrader (JupyterLab) to grade by hand,
 then brings OUT's grades, feedback pages and report up to date with what was graded there
@@ -49,6 +52,17 @@ def _parser() -> argparse.ArgumentParser:
         "--no-record",
         action="store_true",
         help="only regenerate notebooks/ (the recorded values stay as they are)",
+    )
+    p = sub.add_parser(
+        "kit",
+        help="build the student kit: the student package's wheel, the notebooks, one zip",
+    )
+    p.add_argument("--out", type=Path, default=Path("_build/kit"), help="default: _build/kit")
+    p.add_argument(
+        "--through",
+        default=None,
+        help="the last chapter the kit holds (default: all); later chapters' notebooks, and "
+        "the earlier chapters' code handed out from this one on, are left out",
     )
     p = sub.add_parser(
         "record",
@@ -281,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         "validate": _validate,
         "release-solutions": _release_solutions,
         "record": _record,
+        "kit": _kit,
     }[args.command]
     try:
         return command(args)
@@ -297,6 +312,20 @@ def _release(args) -> int:
     for path in release(root, args.chapters):
         print(f"released {path.relative_to(root)}")
     return 0 if args.no_record else _record(args)
+
+
+def _kit(args) -> int:
+    """``kit [--out DIR] [--through CHAPTER]``: what students install (autograder/kit.py)."""
+    from autograder.chapters import ALL_CHAPTERS
+    from autograder.kit import build
+
+    through = args.through or ALL_CHAPTERS[-1]
+    if through not in ALL_CHAPTERS:
+        raise CourseError(f"--through {through}: not a chapter ({', '.join(ALL_CHAPTERS)})")
+    for name, path in build(args.out, through).items():
+        size = f" ({path.stat().st_size / 1e6:.2f} MB)" if path.is_file() else ""
+        print(f"{name}: {path}{size}")
+    return 0
 
 
 def _record(args) -> int:

@@ -1,4 +1,4 @@
-"""The student kit (``make kit``, ``tools/kit.py``): everything a student needs, no answer.
+"""The student kit (``make kit``, ``autograder/kit.py``): everything a student needs, no answer.
 
 For every chapter, the kit a class receives while that chapter is open (``--through`` it)
 is built and installed into a fresh virtual environment where ``autograder`` (the
@@ -23,9 +23,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import kit  # noqa: E402
-
+from autograder import kit  # noqa: E402
 from autograder.chapters import ALL_CHAPTERS, solution_path  # noqa: E402
 from autograder.leaks import MARKERS, secret_lines  # noqa: E402
 from autograder.mistakes import catalogue  # noqa: E402

@@ -1,6 +1,7 @@
-"""``make kit``: what a student installs, and nothing of the instructor's side.
+"""``python -m autograder kit`` (``make kit``): what a student installs, and nothing of the
+instructor's side.
 
-    python tools/kit.py [--out _build/kit] [--through CHAPTER]
+    python -m autograder kit [--out _build/kit] [--through CHAPTER]
 
 writes, in ``--out``:
 
@@ -22,7 +23,6 @@ chapter's answers before it is handed in (build a new kit as each chapter opens)
 every chapter there and searches every file of it for their lines.
 """
 
-import argparse
 import re
 import shutil
 import subprocess
@@ -32,9 +32,9 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+from autograder.chapters import ALL_CHAPTERS
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from autograder.chapters import ALL_CHAPTERS  # noqa: E402
 
 PACKAGE = "attention_course"
 DISTRIBUTION = "attention-course-kit"
@@ -195,24 +195,3 @@ def build(out: Path, through: str = ALL_CHAPTERS[-1]) -> dict[str, Path]:
                 z.write(path, path.relative_to(out).as_posix())
         z.writestr("README.md", README.format(version=version(), wheel=wheel.name))
     return {"wheel": wheel, "notebooks": notebooks, "zip": archive}
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "_build" / "kit")
-    parser.add_argument(
-        "--through",
-        default=ALL_CHAPTERS[-1],
-        help="the last chapter the kit holds (default: all); later chapters' notebooks, and "
-        "the earlier chapters' code handed out from this one on, are left out",
-    )
-    args = parser.parse_args(argv)
-    built = build(args.out, args.through)
-    for name, path in built.items():
-        size = path.stat().st_size if path.is_file() else None
-        print(f"{name}: {path}" + (f" ({size / 1e6:.2f} MB)" if size else ""))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
