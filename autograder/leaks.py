@@ -20,6 +20,9 @@ MIN_SECRET_CHARS = 12  # shorter lines (`return out`, `)`) also occur in the rel
 # Visible code may start with or contain the same text (``w = torch.softmax(x, -1)``,
 # ``diagnose("attention_weights_bytes", ...)``), so a fragment leaks only as a line of its own.
 FRAGMENT = re.compile(r"""^(?:.*[(\[{]|[rbf]?("|')[^"']*\1,)$""")
+# Lines that tell nothing of an answer wherever they stand: an import (a hidden test imports
+# the reference, as the book's pages do) and seeding the random numbers.
+UNTELLING = re.compile(r"^(?:from \S+ import |import \S+|torch\.manual_seed\(\w+\)$)")
 
 
 def _split_lines(solution_notebook: Path) -> tuple[set[str], set[str]]:
@@ -43,7 +46,7 @@ def _split_lines(solution_notebook: Path) -> tuple[set[str], set[str]]:
             if not inside:
                 public.add(text)
             elif len(text) >= MIN_SECRET_CHARS and re.search(r"[A-Za-z]", text):
-                if not text.startswith("#"):
+                if not text.startswith("#") and not UNTELLING.match(text):
                     secrets.add(text)
     return secrets, public
 
