@@ -151,17 +151,12 @@ def _secrets(chapters) -> set[str]:
     tests', the code of the reference's version of their exercises, and their mistakes'
     edits; less every line that a released notebook shows (a given skeleton line such as
     ``self.out = nn.Linear(...)``, an earlier chapter's code that a later notebook gives)."""
-    public = set()
-    for chapter in ALL_CHAPTERS:
-        for cell in nbformat.read(ROOT / "notebooks" / chapter / f"{chapter}.ipynb", 4).cells:
-            public |= {line.strip() for line in cell.source.splitlines()}
-            if cell.cell_type == "code":
-                try:
-                    public |= {
-                        line.strip() for line in ast.unparse(ast.parse(cell.source)).splitlines()
-                    }
-                except SyntaxError:
-                    pass
+    public = set().union(
+        *(
+            _notebook_lines(nbformat.read(ROOT / "notebooks" / c / f"{c}.ipynb", 4).cells)
+            for c in ALL_CHAPTERS
+        )
+    )
     secrets = set().union(*(secret_lines(solution_path(ROOT, c)) for c in chapters)) - public
     reference = set()
     for chapter in chapters:
@@ -193,20 +188,23 @@ def _kit_files(built):
                 yield name, data
 
 
+def _notebook_lines(cells) -> set[str]:
+    """Every stripped line of the cells, and of each code cell as Python writes it back
+    (a statement spread over lines by the formatter is then also one line)."""
+    lines = {line.strip() for cell in cells for line in cell.source.splitlines()}
+    for cell in cells:
+        if cell.cell_type == "code":
+            try:
+                lines |= {line.strip() for line in ast.unparse(ast.parse(cell.source)).splitlines()}
+            except SyntaxError:
+                pass
+    return lines
+
+
 def _lines(name: str, data: bytes) -> set[str]:
     text = data.decode("utf-8", errors="replace")
     if name.endswith(".ipynb"):
-        cells = nbformat.reads(text, as_version=4).cells
-        lines = {line.strip() for c in cells for line in c.source.splitlines()}
-        for cell in cells:
-            if cell.cell_type == "code":
-                try:
-                    lines |= {
-                        line.strip() for line in ast.unparse(ast.parse(cell.source)).splitlines()
-                    }
-                except SyntaxError:
-                    pass
-        return lines
+        return _notebook_lines(nbformat.reads(text, as_version=4).cells)
     lines = {line.strip() for line in text.splitlines()}
     if name.endswith(".py"):
         lines |= {line.strip() for line in ast.unparse(ast.parse(text)).splitlines()}
