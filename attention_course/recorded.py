@@ -242,6 +242,8 @@ def close(a, b) -> bool:
             return bool(torch.equal(a["v"], b["v"]))
         if kind == "shape":
             return a["shape"] == b["shape"] and a["dtype"] == b["dtype"]
+        if kind == "digest":
+            return _close_digests(a, b)
         if a.keys() != b.keys():
             return False
         return all(close(a[k], b[k]) for k in a)
@@ -254,6 +256,62 @@ def close(a, b) -> bool:
     if isinstance(a, int | float) and isinstance(b, int | float):
         return math.isclose(a, b, rel_tol=RTOL, abs_tol=ATOL) or (a != a and b != b)
     return type(a) is type(b) and a == b
+
+
+# A tensor larger than this is kept in a fingerprint as a digest (:func:`digest`).
+DIGEST = 16
+
+
+@functools.lru_cache(maxsize=8)
+def _projections(n: int) -> torch.Tensor:
+    """Fixed random directions for a digest of ``n`` numbers: (16, n) of +-1/sqrt(n)."""
+    g = torch.Generator().manual_seed(n)
+    signs = torch.randint(0, 2, (16, n), generator=g, dtype=torch.float64) * 2 - 1
+    return signs / math.sqrt(n)
+
+
+def digest(x):
+    """Packed data with each large tensor replaced by its digest: its shape, dtype, the sum of
+    its magnitudes and 16 fixed random projections. Two tensors that agree within the
+    checks' tolerances have digests that agree (:func:`close`); two that differ by more than
+    rounding almost surely do not. Used where only agreement is asked (the fingerprints of
+    known mistakes), never where a test needs the values."""
+    if isinstance(x, torch.Tensor):
+        x = pack(x)
+    if isinstance(x, list):
+        return [digest(v) for v in x]
+    if not isinstance(x, dict):
+        return x
+    if x.get("~") in ("generator", "shape", "digest", "dtype", "callable", "repr"):
+        return x  # leaves
+    if x.get("~") == "tensor":
+        if x["v"].numel() <= DIGEST or not x["v"].is_floating_point():
+            return x
+        v = x["v"].detach().double().flatten()
+        # where the values are not finite (a mask's -inf, a NaN), as codes, kept apart
+        odd = torch.where(v.isnan(), 3.0, torch.where(v.isinf(), v.sign(), 0.0))
+        v = torch.where(v.isfinite(), v, 0.0)
+        return {
+            "odd": (_projections(v.numel()) @ odd).tolist(),
+            "~": "digest",
+            "shape": list(x["v"].shape),
+            "dtype": str(x["v"].dtype)[6:],
+            "l1": float(v.abs().sum()),
+            "p": (_projections(v.numel()) @ v).tolist(),  # numbers, not a tensor: a few bytes
+        }
+    return {k: digest(v) for k, v in x.items()}
+
+
+def _close_digests(a: dict, b: dict) -> bool:
+    if a["shape"] != b["shape"] or a["dtype"] != b["dtype"]:
+        return False
+    if max(abs(x - y) for x, y in zip(a["odd"], b["odd"], strict=True)) > 1e-9:
+        return False
+    n = math.prod(a["shape"])
+    # |x - y| <= atol + rtol |y| elementwise bounds each projection's difference by this
+    tol = (n * ATOL + RTOL * max(a["l1"], b["l1"])) / math.sqrt(n) + 1e-12
+    apart = max(abs(x - y) for x, y in zip(a["p"], b["p"], strict=True))
+    return apart <= tol and math.isclose(a["l1"], b["l1"], rel_tol=RTOL, abs_tol=n * ATOL)
 
 
 def pack_state(state: dict):
@@ -278,9 +336,17 @@ class Book:
     """One chapter's recorded calls: key ("attention.scaled_dot_product_attention",
     "attention.SelfAttention.forward", ...) -> entries {"in", "out", "rng", "state"}."""
 
-    def __init__(self, chapter: str, calls: dict | None = None, kit: str = __version__):
+    def __init__(
+        self,
+        chapter: str,
+        calls: dict | None = None,
+        kit: str = __version__,
+        mistakes: dict | None = None,
+    ):
         self.chapter, self.kit = chapter, kit
         self.calls: dict[str, list[dict]] = calls or {}
+        # the known mistakes' fingerprints (:mod:`attention_course.diagnosis`)
+        self.mistakes: dict = mistakes or {}
 
     @classmethod
     def load(cls, chapter: str, folder: Path = DATA) -> Book:
@@ -291,11 +357,19 @@ class Book:
                 f"{chapter}: install the kit that came with this notebook"
             )
         data = torch.load(path, weights_only=True)
-        return cls(data["chapter"], data["calls"], data["kit"])
+        return cls(data["chapter"], data["calls"], data["kit"], data.get("mistakes"))
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"chapter": self.chapter, "kit": self.kit, "calls": self.calls}, path)
+        torch.save(
+            {
+                "chapter": self.chapter,
+                "kit": self.kit,
+                "calls": self.calls,
+                "mistakes": self.mistakes,
+            },
+            path,
+        )
 
     def add(self, key: str, entry: dict) -> None:
         entries = self.calls.setdefault(key, [])
@@ -411,6 +485,11 @@ _BOOK: Book | None = None  # the notebook's chapter (one chapter per kernel)
 
 def _current_book() -> Book | None:
     return _BOOK
+
+
+def recording_book() -> Book | None:
+    """The book this kernel is recording (the instructor's ``record``), else None."""
+    return _BOOK if _BOOK is not None and hasattr(_BOOK, "path") else None
 
 
 # ---------------------------------------------------------------- replay (the kit) and record

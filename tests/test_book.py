@@ -12,6 +12,7 @@ import html
 import importlib.util
 import re
 import threading
+import zipfile
 from functools import partial
 from html.parser import HTMLParser
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -167,6 +168,26 @@ def test_exercise_notebooks_are_the_student_versions_not_executed(site):
         assert "Run this notebook yourself" in words and SETUP in words, (
             f"{page.name}: no note on how to run the notebook (book/_ext/run_notebook_note.py)"
         )
+        _offers_its_chapters_kit(site, page, chapter_dir.name)
+
+
+def _offers_its_chapters_kit(site: Path, page: Path, chapter: str) -> None:
+    """The page links the kit of its chapter: a zip in the site that holds the wheel, this
+    chapter's notebook and the earlier ones', and no later chapter's."""
+    links = re.findall(r'href="([^"]*_kits/[^"]*\.zip)"', page.read_text(encoding="utf-8"))
+    assert len(set(links)) == 1, f"{page.name}: links to kits {links}, expected one"
+    kit_zip = (page.parent / links[0]).resolve()
+    assert kit_zip.is_file() and kit_zip.is_relative_to(site.resolve()), (
+        f"{page.name}: its kit {links[0]} is not in the site"
+    )
+    with zipfile.ZipFile(kit_zip) as z:
+        names = z.namelist()
+    chapters = sorted(p.name for p in (ROOT / "notebooks").glob("*/") if p.is_dir())
+    held = {c for c in chapters if f"notebooks/{c}/{c}.ipynb" in names}
+    assert held == {c for c in chapters if c <= chapter}, (
+        f"{page.name}: its kit holds the notebooks of {sorted(held)}"
+    )
+    assert any(n.endswith(".whl") for n in names), f"{page.name}: its kit has no wheel"
 
 
 def _run_note_setup() -> str:

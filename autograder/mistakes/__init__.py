@@ -27,6 +27,7 @@ The instructor guide says how to add an entry when a class shows a new mistake.
 """
 
 import importlib
+import re
 from dataclasses import dataclass
 
 from autograder.chapters import ALL_CHAPTERS, CourseError
@@ -40,6 +41,14 @@ class Mistake:
     old: str  # text of the solution cell ...
     new: str  # ... and what the mistake writes instead
     breaks: frozenset  # grade ids of the test cells that must lose points
+
+    @property
+    def symptom(self) -> str:
+        """What is wrong, without what fixes it: ``says`` up to its first "instead of" or
+        colon. The kit names a mistake by this (its fingerprints, ``autograder/diagnosis.py``),
+        in the student's kernel before the work is handed in; the grader's feedback gives
+        the whole line."""
+        return re.split(r": |,? instead of ", self.says)[0].rstrip(" ,")
 
     @property
     def tag(self) -> str:
