@@ -14,6 +14,7 @@ import ast
 import io
 import json
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -321,8 +322,10 @@ def _run_from_kit(chapter: str, built: dict, folder: Path) -> list[str]:
         cwd=paths[1].parent,
     )
     problems = []
-    out, err = solved_run.communicate(timeout=900)
     said, said_err = validated.communicate(timeout=900)
+    # then, on the core validate leaves, every mistake of the chapter in-process
+    mistakes = _start_mistakes(chapter, kit_python, paths[0], folder)
+    out, err = solved_run.communicate(timeout=900)
     if solved_run.returncode != 0:
         return [f"{chapter}: the runner failed: {err[-2000:]}"]
     solved = json.loads(out)[str(paths[0])]
@@ -337,7 +340,7 @@ def _run_from_kit(chapter: str, built: dict, folder: Path) -> list[str]:
         )
     elif "Exercises not done yet" not in said:
         problems.append(f"{chapter}: validate did not list the exercises not done: {said}")
-    return problems + _named_from_kit(chapter, kit_python, paths[0], folder)
+    return problems + _named_from_kit(chapter, *mistakes)
 
 
 # A mistake the kit cannot name, although a visible test fails it: the calls that tell it
@@ -348,12 +351,11 @@ KIT_CANNOT_NAME = {
 }
 
 
-def _named_from_kit(chapter: str, kit_python: Path, solved: Path, folder: Path) -> list[str]:
-    """Every catalogued mistake, made in the solved notebook, run in the kit's interpreter:
-    each one that fails a visible test is named there, on its own exercise's test cells
-    and by no other name (a later test that builds on the exercise may fail too: in the
-    kit it runs the student's own layer where grading gives it the reference's); a wrong
-    answer outside the catalogue is named as nothing."""
+def _start_mistakes(chapter: str, kit_python: Path, solved: Path, folder: Path):
+    """Start the kit's runner on every catalogued mistake of the chapter and every wrong
+    answer outside the catalogue, each made in (a copy of) the solved notebook."""
+    work = folder / "mistakes"
+    shutil.copytree(solved.parent, work)
     entries = [(m, True) for m in MUTANTS[chapter]] + [(m, False) for m in UNCATALOGUED[chapter]]
     spec = folder / "mistakes.json"
     spec.write_text(
@@ -361,16 +363,26 @@ def _named_from_kit(chapter: str, kit_python: Path, solved: Path, folder: Path) 
             [{"name": m.name, "cell": m.cell, "old": m.old, "new": m.new} for m, _ in entries]
         )
     )
-    run = subprocess.run(
-        [str(kit_python), str(RUNNER), "--mistakes", str(spec), str(solved)],
-        capture_output=True,
+    run = subprocess.Popen(
+        [str(kit_python), str(RUNNER), "--mistakes", str(spec), str(work / solved.name)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         cwd=folder,
-        timeout=900,
     )
+    return entries, run
+
+
+def _named_from_kit(chapter: str, entries: list, run: subprocess.Popen) -> list[str]:
+    """Each catalogued mistake, run in the kit's interpreter: one that fails a visible test
+    is named there, on its own exercise's test cells and by no other name (a later test
+    that builds on the exercise may fail too: in the kit it runs the student's own layer
+    where grading gives it the reference's); a wrong answer outside the catalogue is named
+    as nothing."""
+    stdout, stderr = run.communicate(timeout=900)
     if run.returncode != 0:
-        return [f"{chapter}: the mistakes' runner failed: {run.stderr[-2000:]}"]
-    results = json.loads(run.stdout)
+        return [f"{chapter}: the mistakes' runner failed: {stderr[-2000:]}"]
+    results = json.loads(stdout)
     problems = []
     for entry, catalogued in entries:
         failed = results[entry.name]
