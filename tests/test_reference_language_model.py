@@ -27,8 +27,10 @@ from autograder.reference.language_model import (
     alibi_slopes,
     apply_rotary,
     kv_cache_bytes,
+    measured_window_field,
     prefix_matching_score,
     sliding_window_mask,
+    window_layers_to_reach,
     window_receptive_field,
 )
 from autograder.reference.multi_head import MultiHeadAttention
@@ -76,6 +78,13 @@ def test_sliding_window_mask_and_the_receptive_field_measured():
             h = h + m(h, sliding_window_mask(30, window))[0]
         h[0, -1].sum().backward()
         assert int((x.grad[0].abs().sum(-1) > 0).sum()) == window_receptive_field(layers, window)
+
+
+@pytest.mark.parametrize("context, window", [(2, 2), (20, 4), (21, 4), (22, 4), (6, 9)])
+def test_the_layers_to_reach_a_context_are_the_fewest_measured(context, window):
+    layers = window_layers_to_reach(context, window)
+    assert measured_window_field(layers, window, context, 0) == context
+    assert layers == 1 or measured_window_field(layers - 1, window, context, 0) < context
 
 
 @pytest.mark.parametrize("num_kv_heads", [4, 2, 1])

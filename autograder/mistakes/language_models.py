@@ -171,13 +171,31 @@ MISTAKES = [
         "test_update_cache",
     ),
     mistake(
-        "field-window-times-layers",
-        "window_receptive_field",
+        "reach-rounded-down",
+        "window_layers_to_reach",
+        "the number of layers is rounded down: the last layer that reaches only part of the way "
+        "is left out",
+        "layers = math.ceil((context - 1) / (window - 1))",
+        "layers = (context - 1) // (window - 1)",
+        "test_window_layers_to_reach",
+    ),
+    mistake(
+        "reach-window-times-layers",
+        "window_layers_to_reach",
         "each layer is counted as reaching window positions further back, but the window "
         "includes the position itself",
-        "field = num_layers * (window - 1) + 1",
-        "field = num_layers * window",
-        "test_window_receptive_field",
+        "layers = math.ceil((context - 1) / (window - 1))",
+        "layers = math.ceil((context - 1) / window)",
+        "test_window_layers_to_reach",
+    ),
+    mistake(
+        "reach-counts-the-last-token",
+        "window_layers_to_reach",
+        "the layers are counted as reaching context positions back from the last token, which "
+        "sees itself without any layer",
+        "layers = math.ceil((context - 1) / (window - 1))",
+        "layers = math.ceil(context / (window - 1))",
+        "test_window_layers_to_reach",
     ),
     mistake(
         "cache-bytes-keys-only",

@@ -166,10 +166,16 @@ def window_receptive_field(num_layers: int, window: int) -> int:
     return num_layers * (window - 1) + 1
 
 
+def window_layers_to_reach(context: int, window: int) -> int:
+    """The fewest stacked sliding-window layers after which the last of ``context`` tokens
+    depends on the first: the stack must reach context - 1 positions back, window - 1 a layer."""
+    return math.ceil((context - 1) / (window - 1))
+
+
 def measured_window_field(num_layers: int, window: int, T: int, seed: int) -> int:
     """How many of T input positions the gradient of the last output of ``num_layers``
     stacked sliding-window layers (residual, float64, random weights) reaches: the measurement
-    that chapter 08's test compares window_receptive_field with."""
+    that chapter 08's test compares window_layers_to_reach with."""
     torch.manual_seed(seed)
     layers = [GroupedQueryAttention(8, 2, 2).double() for _ in range(num_layers)]
     mask = sliding_window_mask(T, window)
