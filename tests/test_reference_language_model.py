@@ -27,6 +27,7 @@ from autograder.reference.language_model import (
     alibi_slopes,
     apply_rotary,
     kv_cache_bytes,
+    kv_cache_max_len,
     measured_window_field,
     prefix_matching_score,
     sliding_window_mask,
@@ -140,6 +141,8 @@ def test_cache_bytes_and_flops_per_token():
     model = DecoderLM(LMConfig(vocab_size=len(counting_vocab()), num_kv_heads=2), PARTS).eval()
     caches = model.new_caches(3, 10)
     assert sum(c.K.nbytes + c.V.nbytes for c in caches) == kv_cache_bytes(2, 3, 2, 16, 10)
+    longest = kv_cache_max_len(kv_cache_bytes(2, 3, 2, 16, 10) + 1, 2, 3, 2, 16)
+    assert longest == 10 and kv_cache_bytes(2, 3, 2, 16, 11) > kv_cache_bytes(2, 3, 2, 16, 10) + 1
     contexts = [128, 256, 512]
     cached = [decode_step_flops(model, n, True) for n in contexts]
     full = [decode_step_flops(model, n, False) for n in contexts]

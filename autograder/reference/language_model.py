@@ -192,6 +192,12 @@ def kv_cache_bytes(num_layers, batch, num_kv_heads, d_k, max_len, dtype=torch.fl
     return 2 * num_layers * batch * num_kv_heads * max_len * d_k * dtype.itemsize
 
 
+def kv_cache_max_len(budget, num_layers, batch, num_kv_heads, d_k, dtype=torch.float32) -> int:
+    """The longest context whose caches take at most ``budget`` bytes: whole positions of
+    :func:`kv_cache_bytes`'s cost per position."""
+    return budget // kv_cache_bytes(num_layers, batch, num_kv_heads, d_k, 1, dtype)
+
+
 def prefix_matching_score(weights: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     r"""Each head's attention on the tokens that followed earlier occurrences of the current one.
 
