@@ -30,6 +30,7 @@ from autograder.reference.vision_transformer import (
     mean_attention_distance,
     patch_distances,
     patch_embedding_as_conv,
+    patch_embedding_multiply_adds,
     patch_embedding_parameters,
     patchify,
     token_count,
@@ -110,6 +111,15 @@ def test_the_patch_embedding_is_a_convolution_with_stride_p(P, C, D, H, W):
     torch.testing.assert_close(
         F.conv2d(images, kernel, embedding.proj.bias, stride=P), conv(images).detach()
     )
+
+
+@pytest.mark.parametrize("image_size, P, C, D", [(40, 8, 1, 64), (12, 4, 3, 10), (224, 16, 3, 768)])
+def test_patch_embedding_multiply_adds_are_what_pytorch_counts(image_size, P, C, D):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as flops, torch.no_grad():
+        nn.Conv2d(C, D, P, stride=P)(torch.zeros(1, C, image_size, image_size))
+    assert patch_embedding_multiply_adds(image_size, P, C, D) == flops.get_total_flops() // 2
 
 
 def test_patch_embedding_parameters_are_those_of_the_module_and_the_convolution():

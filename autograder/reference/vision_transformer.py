@@ -166,6 +166,15 @@ def attention_weight_count(image_size: int, patch_size: int, num_heads: int, num
     return num_layers * num_heads * token_count(image_size, patch_size) ** 2
 
 
+def patch_embedding_multiply_adds(
+    image_size: int, patch_size: int, channels: int, d_model: int
+) -> int:
+    """Multiply-adds of the patch embedding on one square image, the bias left out:
+    (image_size / P)^2 patches, each P^2 C inputs times d_model outputs, that is
+    image_size^2 C d_model whatever the patch size."""
+    return (image_size // patch_size) ** 2 * patch_size**2 * channels * d_model
+
+
 def patch_embedding_parameters(patch_size: int, channels: int, d_model: int) -> int:
     """Parameters of the patch embedding: a (P^2 C) x D matrix and a bias of D."""
     return patch_size * patch_size * channels * d_model + d_model
