@@ -135,6 +135,8 @@ def test_a_right_answer_written_another_way_passes_every_test(root, chapter, nam
 # the visible test asks about (issue 36: a message that prints the count tests transcription).
 COUNTS = [
     ("01_rnn_bottleneck", "gru-one-bias", ("195", "74496")),
+    ("02_bahdanau_attention", "local-window-without-centre", ("7", "21")),
+    ("02_bahdanau_attention", "additive-count-without-v", ("16448", "68")),
     ("04_dot_product_attention", "parameters-with-biases", ("320", "98304", "1024", "180")),
     ("06_transformer", "parameters-without-layernorm", ("3216", "7376", "49728")),
 ]
