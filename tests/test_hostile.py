@@ -6,7 +6,7 @@ chapter 04 made from the solution notebook with hostile edits in solution cells:
 - ``hostile``: several edits, each in its own exercise, none of which kills the kernel:
   an endless loop (``causal_mask``), a 30 GB memory bomb (``padding_mask``), 20 MB of
   printing (``dot_product_variance``), a connection to an outside address
-  (``self_attention_parameters``), and files written next to the notebook, into the course
+  (``attention_outgrows_projections``), and files written next to the notebook, into the course
   folder, into the grader's folders and into /tmp, and reads of the gradebook and of
   another student's notebook (``cross_attention``);
 - ``exit`` (``os._exit(1)``) and ``segfault`` (``ctypes.string_at(0)``), which kill their
@@ -156,7 +156,7 @@ def graded(root, tmp_path_factory):
     _append(nb, "padding_mask", bomb, before=True)
     _append(nb, "dot_product_variance", 'print("x" * 20_000_000)')
     connect = 'import socket\nsocket.create_connection(("1.1.1.1", 80), timeout=60)'
-    _append(nb, "self_attention_parameters", connect)
+    _append(nb, "attention_outgrows_projections", connect)
     # what it must not read: the gradebook (the hidden tests), another student's notebook
     secrets = [str(out / "gradebook.db"), targets["another student's submission"]]
     _append(nb, "cross_attention", WRITE.format(targets=targets, secrets=secrets))
@@ -342,7 +342,7 @@ def test_megabytes_of_output_are_cut(graded):
 
 def test_the_network_is_unreachable(graded):
     _, nb = _autograded(graded, "hostile")
-    shown = _cell_text(nb, "self_attention_parameters")
+    shown = _cell_text(nb, "attention_outgrows_projections")
     assert "Network is unreachable" in shown, shown  # at once: no timeout, no hang
 
 

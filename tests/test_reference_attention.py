@@ -89,3 +89,19 @@ def test_analysis_measures_what_the_paper_says():
     assert sat["grad norm, unscaled"][1] < sat["grad norm, scaled"][1]
     cost = analysis.layer_cost([8, 32], d_model=16, batch=2)
     assert all(t > 0 and math.isfinite(t) for ts in cost.values() for t in ts)
+
+
+def test_counted_multiply_adds_of_a_layer():
+    """Chapter 04's second question is checked against these counts: the projections grow
+    like n, attention's two products like n^2, on the meta device as on the CPU."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from autograder.reference.attention import counted_multiply_adds
+
+    d_model, d_k, d_v = 12, 6, 3
+    counted = counted_multiply_adds(d_model, d_k, d_v, [1, 5, 9])
+    assert counted["projections"] == [n * d_model * (2 * d_k + d_v) for n in (1, 5, 9)]
+    assert counted["attention"] == [n * n * (d_k + d_v) for n in (1, 5, 9)]
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        SelfAttention(d_model, d_k, d_v)(torch.randn(1, 9, d_model))
+    assert counter.get_total_flops() // 2 == counted["projections"][2] + counted["attention"][2]

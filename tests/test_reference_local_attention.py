@@ -144,3 +144,37 @@ def test_bad_settings_are_refused():
         AttentionDecoder(5, 2, 3, attention="local")
     with pytest.raises(ValueError, match="D must be >= 1"):
         AttentionDecoder(5, 2, 3, attention="local-p", window=0)
+
+
+@pytest.mark.parametrize("kind", ["additive", "general", "dot"])
+def test_counted_score_multiply_adds(kind):
+    """Chapter 02's second question is checked against these counts: keys projected once
+    per source, then one score call per step, as Seq2SeqAttention decodes."""
+    from autograder.reference.bahdanau import counted_score_multiply_adds
+
+    T, S, d_query, d_key, d_attn = 6, 11, 8, 8 if kind == "dot" else 10, 3
+    expected = {
+        "additive": S * d_key * d_attn + T * (d_query * d_attn + S * d_attn),
+        "general": T * (d_query * d_key + S * d_key),
+        "dot": T * S * d_key,
+    }[kind]
+    assert counted_score_multiply_adds(kind, T, S, d_query, d_key, d_attn) == expected
+
+
+def test_the_course_decoder_projects_the_keys_once_per_source():
+    torch.manual_seed(0)
+    model = Seq2SeqAttention(Encoder(12, 4, 6), AttentionDecoder(12, 4, 6, d_attn=5))
+    calls = {"project_keys": 0, "score": 0}
+    project, score = model.decoder.score.project_keys, model.decoder.score.forward
+
+    def counted(name, fn):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+
+        return call
+
+    model.decoder.score.project_keys = counted("project_keys", project)
+    model.decoder.score.forward = counted("score", score)
+    model(torch.randint(3, 12, (2, 7)), torch.tensor([7, 5]), torch.randint(3, 12, (2, 9)))
+    assert calls == {"project_keys": 1, "score": 9}

@@ -144,7 +144,7 @@ def test_a_deleted_test_cell_is_said(released, solved):
 def test_the_exercise_of_each_locked_cell(released):
     exercises = exercises_of_locked_cells(released)
     assert exercises["test_attention_masked"] == "scaled_dot_product_attention"
-    assert exercises["test_self_attention_parameters"] == "self_attention_parameters"
+    assert exercises["test_attention_outgrows_projections"] == "attention_outgrows_projections"
     assert "setup" not in exercises and "header" not in exercises  # above every exercise
 
 

@@ -124,9 +124,9 @@ def test_changed_and_deleted_test_cells_are_said_to_be_put_back(runs):
 
 def test_code_the_scan_flags_is_said_to_withhold_points(runs):
     out = " ".join(runs["everything"].stdout.split())
-    assert "Flagged for review (1): self_attention_parameters, line 1:" in out
+    assert "Flagged for review (1): attention_outgrows_projections, line 1:" in out
     assert "opens a file for writing" in out
-    assert "(test_self_attention_parameters) are withheld" in out
+    assert "(test_attention_outgrows_projections) are withheld" in out
     assert "until your instructor has read the code and accepted it" in out
 
 

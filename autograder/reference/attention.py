@@ -77,3 +77,28 @@ class CrossAttention(SelfAttention):
     def forward(self, x, memory, mask=None):
         Q, K, V = self.W_q(x), self.W_k(memory), self.W_v(memory)
         return scaled_dot_product_attention(Q, K, V, mask)
+
+
+def counted_multiply_adds(d_model: int, d_k: int, d_v: int | None, lengths: list[int]) -> dict:
+    """What :class:`SelfAttention` (d_model, d_k, d_v) computes on one sequence of n
+    positions, for each n of ``lengths``: the multiply-adds of its three projections and
+    those of the two products inside attention (Q K^T and the weights times V), as two lists
+    in the order of ``lengths``. Counted by PyTorch's FlopCounterMode (two FLOPs per multiply-add) on the meta
+    device, which computes shapes and no numbers."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    layer = SelfAttention(d_model, d_k, d_v).to("meta")
+    counts = {"projections": [], "attention": []}
+    for n in lengths:
+        x = torch.empty(1, n, d_model, device="meta")  # (1, n, d_model)
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            layer(x)
+        by_module = counter.get_flop_counts()
+        total = counter.get_total_flops() // 2
+        projections = sum(
+            sum(by_module.get(f"SelfAttention.{w}", {}).values()) // 2
+            for w in ("W_q", "W_k", "W_v")
+        )
+        counts["projections"].append(projections)
+        counts["attention"].append(total - projections)
+    return counts

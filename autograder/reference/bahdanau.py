@@ -36,3 +36,24 @@ def counted_scores(S: int, D: int, attention: str) -> int:
     mask = torch.ones(2, S, dtype=torch.bool)
     decoder.step(torch.tensor([1, 2]), torch.randn(2, 6), torch.randn(2, S, 6), mask)
     return sum(seen)
+
+
+def counted_score_multiply_adds(
+    kind: str, T: int, S: int, d_query: int, d_key: int, d_attn: int
+) -> int:
+    """The multiply-adds of the matrix products that the alignment model ``kind`` computes
+    while the course's decoder translates one sentence of T target steps from a source of
+    S positions: the keys projected once per source (``project_keys``, as
+    :class:`Seq2SeqAttention` does), then one score call per step, counted by PyTorch's
+    FlopCounterMode (two FLOPs per multiply-add)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    score = make_score(kind, d_query, d_key, d_attn)
+    h, states = torch.randn(1, S, d_key), torch.randn(T, 1, d_query)  # (1, S, H_enc), s_i
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        keys = score.project_keys(h)  # once per source  (1, S, A) or None
+        for s in states:
+            score(s, h, keys)  # one step: (1, S)
+    return counter.get_total_flops() // 2
