@@ -75,7 +75,9 @@ def check_close(
         where = torch.isnan(a).nonzero()[0].tolist()
         _fail(
             f"{name} contains NaN (first at index {tuple(where)}), expected finite values.",
-            hint or "a softmax over a row where every entry is -inf gives NaN",
+            hint
+            or "NaN comes out of 0 / 0, inf - inf, or a softmax over a row that is all -inf: "
+            "find where the first NaN appears",
         )
     bad = ~torch.isclose(a, e, atol=atol, rtol=rtol, equal_nan=True)
     if bad.any():

@@ -200,11 +200,11 @@ def show_attention_maps(image: torch.Tensor, maps: torch.Tensor, title: str = ""
     fig, axes = plt.subplots(L, h + 1, figsize=(1.7 * (h + 1), 1.7 * L), squeeze=False)
     for layer in range(L):
         _overlay(axes[layer, 0], image, None)
-        axes[layer, 0].set_ylabel(f"layer {layer}")
+        axes[layer, 0].set_ylabel(f"layer {layer + 1}")
         for head in range(h):
             _overlay(axes[layer, head + 1], image, maps[layer, head])
             if layer == 0:
-                axes[0, head + 1].set_title(f"head {head}", fontsize=9)
+                axes[0, head + 1].set_title(f"head {head + 1}", fontsize=9)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -242,18 +242,18 @@ def plot_attention_distance(distances: torch.Tensor, uniform: float | None = Non
     fig, ax = plt.subplots(figsize=(5.0, 3.4))
     for head in range(h):
         ax.plot(
-            range(L),
+            range(1, L + 1),
             d[:, head].numpy(),
             "o",
             color=COLOURS[head % len(COLOURS)],
-            label=f"head {head}",
+            label=f"head {head + 1}",
         )
     if uniform is not None:
         ax.axhline(uniform, color="grey", lw=0.8, ls="--", label="uniform attention")
     ax.set(
         xlabel="layer",
         ylabel="mean attention distance (pixels)",
-        xticks=range(L),
+        xticks=range(1, L + 1),
         title=title or "how far each head looks",
     )
     ax.set_ylim(0, 1.1 * max(float(d.max()), uniform or 0.0))

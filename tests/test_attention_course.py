@@ -435,3 +435,19 @@ def test_every_explorer_has_a_static_version(monkeypatch):
     assert "On this page: scale 1, shift x 0, shift y 0" in page  # the sliders not drawn
     assert page.count('type="range"') == 1
     plt.close("all")
+
+
+def test_a_nan_without_a_hint_does_not_blame_a_softmax():
+    """Issue 36: chapter 09's rollout and distances have no softmax, and a NaN in them was
+    explained by one. Without a hint of the test's own, the message names every usual
+    source of a NaN."""
+    from attention_course.checks import check_close
+
+    with pytest.raises(AssertionError) as failed:
+        check_close(torch.tensor([1.0, float("nan")]), torch.tensor([1.0, 2.0]), "distances")
+    message = str(failed.value)
+    assert "contains NaN (first at index (1,))" in message
+    assert "0 / 0" in message and "softmax" in message
+    with pytest.raises(AssertionError) as failed:
+        check_close(torch.tensor([float("nan")]), torch.tensor([2.0]), "x", hint="divide later")
+    assert "divide later" in str(failed.value) and "softmax" not in str(failed.value)

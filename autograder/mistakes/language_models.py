@@ -23,7 +23,8 @@ MISTAKES = [
     mistake(
         "rotary-by-the-opposite-angle",
         "apply_rotary",
-        "each pair is turned by -m theta_i instead of +m theta_i (the sine has the wrong sign)",
+        "each pair is turned by -m theta_i (clockwise), the convention of nanochat's code, "
+        "instead of +m theta_i as the exercise states",
         "[x1 * cos - x2 * sin, x1 * sin + x2 * cos]",
         "[x1 * cos + x2 * sin, -x1 * sin + x2 * cos]",
         "test_apply_rotary",
@@ -115,6 +116,14 @@ MISTAKES = [
         "the values are rotated too; rotary positions turn only queries and keys",
         "Q, K = apply_rotary(Q, positions), apply_rotary(K, positions)",
         "Q, K, V = apply_rotary(Q, positions), apply_rotary(K, positions), apply_rotary(V, positions)",
+        "test_grouped_query_attention",
+    ),
+    mistake(
+        "gqa-output-not-projected",
+        "grouped_query_attention",
+        "the merged heads are returned without the output projection W_o",
+        "output = self.W_o(merge_heads(heads))",
+        "output = merge_heads(heads)",
         "test_grouped_query_attention",
     ),
     mistake(
@@ -244,6 +253,15 @@ MISTAKES = [
         "the score is averaged over every query, those without a target included",
         "/ has.sum().clamp_min(1)",
         "/ has.numel()",
+        "test_prefix_matching_score",
+    ),
+    mistake(
+        "prefix-score-sees-the-future",
+        "prefix_matching_score",
+        "a query whose token comes again only later is counted as having a target: a target "
+        "j is never after the query (j <= i)",
+        "target = target & causal",
+        "target = target",
         "test_prefix_matching_score",
     ),
     mistake(
