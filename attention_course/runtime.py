@@ -30,6 +30,22 @@ def set_seed(seed: int = 0) -> None:
     torch.manual_seed(seed)
 
 
+def use_one_thread() -> None:
+    """Run PyTorch's CPU operations on one thread, as every notebook's set-up cell does.
+
+    With PyTorch's default of one thread per core, a two-core laptop where another program
+    keeps one core busy runs the notebooks several times slower: each operation's threads
+    wait for the one that has no core. Measured on two cores with one kept busy
+    (``python -m benchmarks.run --busy``): chapter 03's notebook in grading mode took 278 s
+    on two threads and 11 s on one; chapter 02's whole notebook 200 s and 56 s. On an idle
+    machine one thread costs about a tenth more (chapter 02: 51 s against 56 s). One
+    thread also gives the same numbers on a laptop of any number of cores.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def grading_mode() -> bool:
     """True while the autograder runs this notebook (``ATTENTION_COURSE_GRADING=1``)."""
     return os.environ.get(GRADING_ENV, "").strip().lower() in {"1", "true", "yes", "on"}

@@ -2,12 +2,18 @@
 
     .venv/bin/python -m benchmarks.run                    # notebooks and grading (a few minutes)
     .venv/bin/python -m benchmarks.run --book --suite     # also the book from clean and `make test`
+    .venv/bin/python -m benchmarks.run --busy             # with one core kept busy meanwhile
 
 Prints a Markdown table and writes it to benchmarks/results.md. Timings are not asserted
-in tests: these machines are noisy. Run it on a quiet machine.
+in tests: these machines are noisy. Run it on a quiet machine; ``--busy`` measures what a
+student meets on a laptop where another program keeps a core busy (one process spinning on
+one core for the whole run), the load under which the notebooks' promised times must hold.
+Each notebook's full run also gives the time of its experiments (the cells marked
+``skip-when-grading``), the times the notebooks' "Expected time" lines promise.
 """
 
 import argparse
+import contextlib
 import os
 import platform
 import shutil
@@ -23,6 +29,7 @@ from nbclient import NotebookClient
 
 from attention_course.runtime import GRADING_ENV
 from autograder.chapters import chapters_in, solution_path
+from autograder.experiments import is_marked
 from autograder.submissions import solved_notebook, write_submission
 from benchmarks.pages import PAGE_BUDGET_BYTES, course_page_weights
 from benchmarks.tables import markdown_table
@@ -60,11 +67,16 @@ def timed(fn) -> float:
 
 
 def run_notebook(
-    path: Path, grading: bool, allow_errors: bool = False, env: dict | None = None
+    path: Path,
+    grading: bool,
+    allow_errors: bool = False,
+    env: dict | None = None,
+    experiments: list[float] | None = None,
 ) -> None:
     """Run the notebook at ``path`` with nbclient, in grading mode or not; with
     ``allow_errors``, every cell runs, as nbgrader runs a submission; ``env``: more
-    environment variables for its kernel (``OMP_NUM_THREADS``, say)."""
+    environment variables for its kernel (``OMP_NUM_THREADS``, say); ``experiments``, a
+    list that gets the seconds the cells marked ``skip-when-grading`` took, together."""
     nb = nbformat.read(path, as_version=4)
     env = {**os.environ, **(env or {})}
     env.pop(GRADING_ENV, None)
@@ -73,6 +85,16 @@ def run_notebook(
     old = dict(os.environ)
     os.environ.clear()
     os.environ.update(env)
+    started: dict[int, float] = {}
+    spent = []
+
+    def cell_started(cell, cell_index, **_):
+        started[cell_index] = time.perf_counter()
+
+    def cell_done(cell, cell_index, **_):
+        if is_marked(cell):
+            spent.append(time.perf_counter() - started[cell_index])
+
     try:
         NotebookClient(
             nb,
@@ -80,7 +102,11 @@ def run_notebook(
             kernel_name="python3",
             allow_errors=allow_errors,
             resources={"metadata": {"path": str(path.parent)}},
+            on_cell_execute=cell_started,
+            on_cell_executed=cell_done,
         ).execute()
+        if experiments is not None:
+            experiments.append(sum(spent))
     finally:
         os.environ.clear()
         os.environ.update(old)
@@ -136,6 +162,20 @@ def page_weights_row(site: Path) -> tuple[str, ...]:
     )
 
 
+@contextlib.contextmanager
+def one_core_busy(busy: bool):
+    """With ``busy``, a process that spins on one core for as long as the block runs."""
+    if not busy:
+        yield
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
 def run_suite() -> None:
     proc = subprocess.run(["make", "test"], cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -183,13 +223,19 @@ def main(argv=None) -> int:
         action="append",
         help="only these chapters (default: every chapter, unless --book or --suite is given)",
     )
+    parser.add_argument(
+        "--busy",
+        action="store_true",
+        help="keep one core busy while the notebooks and grading are timed (rows say so)",
+    )
     args = parser.parse_args(argv)
+    load = ", other core busy" if args.busy else ""
     # `--book` or `--suite` alone times just that: re-timing every chapter takes half an hour.
     chapters = args.chapter or ([] if args.book or args.suite else chapters_in(ROOT))
     rows = []
 
-    def record(what, budget_key, command, fn, repeats):
-        times = [timed(fn) for _ in range(repeats)]
+    def record(what, budget_key, command, fn, repeats, times=None):
+        times = times if times is not None else [timed(fn) for _ in range(repeats)]
         median = statistics.median(times)
         budget = BUDGETS.get(budget_key)
         verdict = "" if budget is None else ("within" if median <= budget else "OVER")
@@ -208,27 +254,37 @@ def main(argv=None) -> int:
 
     for ch in chapters:
         path = solution_path(ROOT, ch)
-        record(
-            f"{ch} solution notebook, full",
-            "notebook",
-            f"nbclient on solutions/{ch}/{ch}.ipynb",
-            lambda p=path: run_notebook(p, False),
-            args.repeats,
-        )
-        record(
-            f"{ch} solution notebook, grading mode",
-            "grading-mode notebook",
-            f"{GRADING_ENV}=1, nbclient",
-            lambda p=path: run_notebook(p, True),
-            args.repeats,
-        )
-        record(
-            f"{ch} grading one submission (CLI included)",
-            None,
-            "python -m autograder grade (1 student)",
-            lambda c=ch: grade_one(c),
-            args.repeats,
-        )
+        experiments: list[float] = []
+        with one_core_busy(args.busy):
+            record(
+                f"{ch} solution notebook, full{load}",
+                "notebook",
+                f"nbclient on solutions/{ch}/{ch}.ipynb",
+                lambda p=path, e=experiments: run_notebook(p, False, experiments=e),
+                args.repeats,
+            )
+            record(
+                f"{ch} experiments (cells marked skip-when-grading){load}",
+                None,
+                "the same full runs, those cells' time",
+                None,
+                args.repeats,
+                times=experiments,
+            )
+            record(
+                f"{ch} solution notebook, grading mode{load}",
+                "grading-mode notebook",
+                f"{GRADING_ENV}=1, nbclient",
+                lambda p=path: run_notebook(p, True),
+                args.repeats,
+            )
+            record(
+                f"{ch} grading one submission (CLI included){load}",
+                None,
+                "python -m autograder grade (1 student)",
+                lambda c=ch: grade_one(c),
+                args.repeats,
+            )
     if args.book:
         record(
             "book from clean, pages executed",

@@ -1,5 +1,7 @@
 """The student library: data, vocabulary and batching, training loop, checks, plots."""
 
+from pathlib import Path
+
 import matplotlib
 import pytest
 import torch
@@ -451,3 +453,26 @@ def test_a_nan_without_a_hint_does_not_blame_a_softmax():
     with pytest.raises(AssertionError) as failed:
         check_close(torch.tensor([float("nan")]), torch.tensor([2.0]), "x", hint="divide later")
     assert "divide later" in str(failed.value) and "softmax" not in str(failed.value)
+
+
+def test_every_notebook_runs_on_one_thread():
+    """Two threads on two cores, one of them busy with another program, ran chapter 03's
+    notebook 25 times slower (issue 36: the times the notebooks promise hold under load)."""
+    import nbformat
+
+    from attention_course import use_one_thread
+    from autograder.chapters import ALL_CHAPTERS, solution_path
+
+    before = torch.get_num_threads()
+    try:
+        use_one_thread()
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    root = Path(__file__).resolve().parents[1]
+    for chapter in ALL_CHAPTERS:
+        nb = nbformat.read(solution_path(root, chapter), as_version=4)
+        setup = next(
+            c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"
+        )
+        assert "\nuse_one_thread()" in setup.source, chapter
