@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import markupsafe
 import nbformat
 import pytest
 from browser import chromium as find_chromium
@@ -227,7 +228,7 @@ def test_tests_are_named_by_their_docstrings(feedback, root):
         assert "Test cell" not in text and "Grade cell" not in text
         summary = text[text.index('<div id="toc">') : text.index('<div class="panel-body">')]
         for grade_id, name in expected.items():
-            escaped = name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            escaped = str(markupsafe.escape(name))  # as the page's template escapes it
             assert f'<a href="#{grade_id}">{escaped}</a>' in summary, (grade_id, summary)
             # the cell's heading, where the summary's link lands
             assert re.search(
