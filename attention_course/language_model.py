@@ -12,7 +12,8 @@ so that the notebook trains the student's parts and the book the reference ones:
 Blocks are pre-norm (LayerNorm before each sub-layer, as GPT-2 and most models since), the
 output layer is the token embedding transposed ("tied"). Positions are one of ``rotary``
 (queries and keys rotated in every layer), ``alibi`` (a bias on the scores), ``sinusoidal``
-or ``learned`` (added to the embeddings once), or ``none`` (only the causal mask tells the
+(added to the embeddings once, scaled by sqrt(d_model) as in chapter 06) or ``learned``
+(added once, at the embeddings' scale), or ``none`` (only the causal mask tells the
 model where it is).
 
 Data is generated: English number words counting up from a random number ("... , three
@@ -176,11 +177,13 @@ class DecoderLM(nn.Module):
             positions = torch.arange(past, past + T)  # (T,)
         else:  # left padding: a sequence's first real token is position 0
             positions = (valid.long().cumsum(-1) - 1).clamp_min(0)[:, past:]  # (B, T)
-        x = self.embed(tokens)  # (B, T, d_model)
+        x = self.embed(tokens)  # (B, T, d_model), each row of norm about 1
         if self.cfg.position == "learned":
             x = x + self.position(positions)
         elif self.cfg.position == "sinusoidal":
-            x = x + self.pe[positions]
+            # Vaswani et al.'s ratio, as chapter 06: sqrt(d_model) E[ids] (norm about
+            # sqrt(d_model)) + PE (norm sqrt(d_model / 2)); unscaled, position swamps content
+            x = x * math.sqrt(self.cfg.d_model) + self.pe[positions]
         rotary = None
         if self.cfg.position == "rotary":
             rotary = positions if valid is None else positions[:, None, :]  # (T,) or (B, 1, T)
@@ -329,6 +332,14 @@ def next_token_accuracy(model: DecoderLM, inputs, targets, skip: int = 0) -> flo
     logits, _ = model(inputs)
     right = logits.argmax(-1)[:, skip:] == targets[:, skip:]
     return right.float().mean().item()
+
+
+@torch.no_grad()
+def accuracy_by_position(model: DecoderLM, inputs, targets) -> torch.Tensor:
+    """(T,): at each position, the fraction of windows whose next token the argmax gets
+    right (the early positions, with little context, are the hardest)."""
+    logits, _ = model(inputs)
+    return (logits.argmax(-1) == targets).float().mean(0)
 
 
 def periodic_tokens(

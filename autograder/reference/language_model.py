@@ -61,6 +61,28 @@ def apply_rotary(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0
     return rotated.flatten(-2)  # (..., T, d)
 
 
+def apply_rotary_halves(
+    x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0
+) -> torch.Tensor:
+    r"""GPT-NeoX's convention (and Hugging Face's Llama): feature i is paired with feature
+    i + d/2, not with its neighbour, and turned by the same angle m theta_i. Same shapes as
+    :func:`apply_rotary`; the same properties, a different function."""
+    d = x.size(-1)
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)  # (d/2,)
+    angle = positions[..., None].to(torch.float32) * theta  # (..., T, d/2)
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]  # (..., T, d/2) each
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., T, d)
+
+
+def pairs_to_halves(d: int) -> torch.Tensor:
+    """The permutation of features (d,) that moves neighbour pairs (2i, 2i+1) to (i, i + d/2):
+    applied to the rows of W_q and W_k of every head, it turns weights trained with
+    :func:`apply_rotary` into weights that give the same scores under
+    :func:`apply_rotary_halves` (what Hugging Face's conversion of Meta's Llama does)."""
+    return torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])
+
+
 def alibi_slopes(num_heads: int) -> torch.Tensor:
     r"""ALiBi's head-specific slopes, the geometric sequence m_k = 2^{-8k/n}, k = 1..n (n heads).
 

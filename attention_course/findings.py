@@ -1,0 +1,212 @@
+"""Whether a chapter's finding held: one function per finding, shared by the book's page
+(which says "held" or not) and the benchmark that measured it (which exits 1 when it did not).
+
+Each function takes the benchmark's rows as ``benchmarks/<chapter>.json`` stores them and
+returns a :class:`Verdict`: ``held`` and the numbers a sentence about it needs. The rules
+are stated in the docstrings; the pages quote them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Verdict:
+    held: bool
+    rule: str  # the condition, in words
+    facts: dict = field(default_factory=dict)  # the measured numbers the rule read
+
+    def line(self, name: str) -> str:
+        return f"{name}: {'held' if self.held else 'MISSED'} ({self.rule})"
+
+
+def by_seed(rows: list[dict], key: str, value) -> dict[int, dict]:
+    return {r["seed"]: r for r in rows if r[key] == value}
+
+
+# ------------------------------------------------------------------ chapter 08
+
+KEPT, LOST = 0.05, 0.2  # accuracy points: "kept its accuracy", "lost it"
+
+
+def extrapolation(rows: list[dict], factors: list[int]) -> Verdict:
+    """Press et al.'s Figure 1 at small scale, read where no early-token effect can help.
+
+    For each seed, a model's accuracy on the positions beyond the training length (never
+    seen in training) at the longest evaluation is compared with its accuracy at 1x on the
+    positions past the first few (``accuracy_within``: a full context, within the training
+    length); ``change`` is the difference. Held (the figure's order): on every seed ALiBi
+    loses less than each of the other kinds of position. Reported with it, the paper's
+    flat line: ``alibi_kept`` when ALiBi stays within KEPT on every seed, and
+    ``sinusoids_lost`` when the sinusoidal model falls by more than LOST on every seed.
+    """
+    longest = str(max(factors))
+    change = {}
+    for kind in ("alibi", "rotary", "sinusoidal", "none"):
+        runs = by_seed(rows, "position", kind)
+        change[kind] = {
+            seed: r["accuracy_beyond"][longest] - r["accuracy_within"]["1"]
+            for seed, r in runs.items()
+        }
+    others = [k for k in change if k != "alibi" and change[k]]
+    ahead = bool(change["alibi"]) and all(
+        change["alibi"][seed] > change[k][seed] for k in others for seed in change["alibi"]
+    )
+    return Verdict(
+        ahead,
+        f"on every seed, beyond the training length at {longest}x, ALiBi loses less accuracy "
+        f"than {', '.join(others)}",
+        {
+            "change": change,
+            "alibi_kept": all(c > -KEPT for c in change["alibi"].values()),
+            "sinusoids_lost": all(c < -LOST for c in change["sinusoidal"].values()),
+        },
+    )
+
+
+def grouped_queries(rows: list[dict], close: float = 0.02) -> Verdict:
+    """Ainslie et al.'s claim at small scale: grouped-query attention (half the key/value
+    heads) keeps multi-head attention's quality. The loss gaps are relative and paired by
+    seed (the same data in the same batches). Held: GQA's mean gap to MHA is below
+    ``close``. The paper's second observation, MQA a little behind, is reported, not
+    judged: ``mqa_behind`` seeds of ``seeds``, and whether MQA's mean gap exceeds twice its
+    standard error (``mqa_gap_resolved``)."""
+    heads = sorted({r["num_kv_heads"] for r in rows})
+    mha = by_seed(rows, "num_kv_heads", heads[-1])
+    gqa = by_seed(rows, "num_kv_heads", heads[1])
+    mqa = by_seed(rows, "num_kv_heads", heads[0])
+    seeds = sorted(mha)
+
+    def gaps(other):
+        return [
+            (other[s]["held_out_loss"] - mha[s]["held_out_loss"]) / mha[s]["held_out_loss"]
+            for s in seeds
+        ]
+
+    def error(values):
+        return statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else float("inf")
+
+    g, q = gaps(gqa), gaps(mqa)
+    return Verdict(
+        statistics.mean(g) < close,
+        f"GQA's held-out loss, paired by seed, on average within {close:.0%} of MHA's",
+        {
+            "seeds": seeds,
+            "gqa_gaps": g,
+            "mqa_gaps": q,
+            "gqa_behind": sum(x > 0 for x in g),
+            "mqa_behind": sum(x > 0 for x in q),
+            "gqa_mean_gap": statistics.mean(g),
+            "gqa_gap_error": error(g),
+            "mqa_mean_gap": statistics.mean(q),
+            "mqa_gap_error": error(q),
+            "mqa_gap_resolved": statistics.mean(q) > 2 * error(q),
+        },
+    )
+
+
+def induction(rows: list[dict], level: float = 1.0) -> Verdict:
+    """Olsson et al.'s induction heads: held when every two-layer model's loss after the
+    first period falls below ``level`` nats and no one-layer model's does. (A one-layer
+    attention-only model cannot form one by construction: its keys carry only their own
+    token and position, so no query can find the token that followed an earlier copy of its
+    own; its failure checks the setting, not the paper.)"""
+
+    def reached(r):
+        return any(v < level for v in r["repeated_loss"])
+
+    two = [r for r in rows if r["num_layers"] == 2]
+    one = [r for r in rows if r["num_layers"] == 1]
+    return Verdict(
+        bool(two) and all(reached(r) for r in two) and not any(reached(r) for r in one),
+        f"every two-layer model's loss after the first period below {level} nats, "
+        "no one-layer model's",
+        {"formed": [r["seed"] for r in two if reached(r)], "one_layer": [reached(r) for r in one]},
+    )
+
+
+def kv_cache(runs: list[dict]) -> Verdict:
+    """The cache's cost: held when, on every seed, the multiply-adds per generated token
+    grow faster than linearly without the cache and slower than linearly with it, and the
+    generated tokens are the same both ways (times are reported, never judged)."""
+    held = all(
+        run["slopes"]["recomputed_multiply_adds"] > 1 > run["slopes"]["cached_multiply_adds"]
+        and all(r["same_tokens"] for r in run["rows"])
+        for run in runs
+    )
+    return Verdict(
+        held and bool(runs),
+        "multiply-adds per token: log-log slope above 1 without the cache, below 1 with it; "
+        "the same tokens both ways",
+    )
+
+
+# ------------------------------------------------------------------ chapter 09
+
+
+def cnn_bias_with_little_data(errors: dict, sizes: list[int], learned: float = 0.5) -> Verdict:
+    """The first half of Dosovitskiy et al.'s Figures 3 and 4: with little data a CNN's
+    bias beats a ViT. ``errors[model][str(size)][seed]`` are test errors. A size counts
+    where every seed of both models is below ``learned`` (at the smallest sizes both can
+    fail, and two failures compare nothing). Held: at every such size below the largest,
+    the ViT's error is above the CNN's on every seed, and there is at least one."""
+
+    def seeds_of(model, n):
+        return errors[model][str(n)]
+
+    counted = [
+        n
+        for n in sizes[:-1]
+        if max([*seeds_of("CNN", n).values(), *seeds_of("ViT", n).values()]) < learned
+    ]
+    behind = {
+        n: all(seeds_of("ViT", n)[s] > seeds_of("CNN", n)[s] for s in seeds_of("CNN", n))
+        for n in counted
+    }
+    return Verdict(
+        bool(counted) and all(behind.values()),
+        f"below the largest size, wherever both models' errors are under {learned} on every "
+        "seed, the ViT's error above the CNN's on every seed",
+        {"counted": counted, "behind": behind},
+    )
+
+
+def distance_grows(distance: dict[str, list[list[float]]]) -> Verdict:
+    """The paper's "the attention distance increases with network depth".
+    ``distance[seed][layer][head]`` in pixels. Held: on every seed the heads' mean rises
+    from each layer to the next, and the rise from the first layer to the last exceeds the
+    spread between the heads of one layer (their standard deviation, averaged over layers
+    and seeds)."""
+    seeds = sorted(distance, key=int)
+    means = {s: [statistics.mean(h) for h in distance[s]] for s in seeds}
+    growth = statistics.mean(means[s][-1] - means[s][0] for s in seeds)
+    spread = statistics.mean(statistics.stdev(h) for s in seeds for h in distance[s])
+    monotone = [
+        s for s in seeds if all(b > a for a, b in zip(means[s], means[s][1:], strict=False))
+    ]
+    return Verdict(
+        len(monotone) == len(seeds) and growth > spread,
+        "on every seed the layers' mean distance rises at every layer, by more from first "
+        "to last than the spread between the heads of one layer",
+        {"means": means, "growth": growth, "head_spread": spread, "monotone": monotone},
+    )
+
+
+GRID_MARGIN = 0.1  # cosine similarity: "more alike than other pairs"
+
+
+def position_grid(grid: dict[str, dict], margin: float = GRID_MARGIN) -> Verdict:
+    """The paper's "patches in the same row/column have similar embeddings". ``grid[seed]``
+    holds the mean cosine similarity of distinct patches in the "same row", the "same
+    column" and "neither". Held: on every seed both rows and columns exceed "neither" by
+    ``margin``; ``rows`` and ``columns`` say which did."""
+    rows = all(g["same row"] - g["neither"] > margin for g in grid.values())
+    columns = all(g["same column"] - g["neither"] > margin for g in grid.values())
+    return Verdict(
+        bool(grid) and rows and columns,
+        f"on every seed, patches of one row and of one column more alike than other pairs "
+        f"by more than {margin} (cosine)",
+        {"rows": rows, "columns": columns},
+    )
