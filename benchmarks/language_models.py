@@ -318,7 +318,8 @@ def summary_md(data: dict) -> str:
         "# Chapter 08: attention in language models, four findings at small scale",
         "",
         f"Measured {data['date']} on {data['machine']}, one thread per run, with "
-        f"`{'`, `'.join(sorted(set(data['commands'].values())))}`. Seeds {data['seeds']}; settings chosen on seeds "
+        f"`{'`, `'.join(sorted(set(data['commands'].values())))}`. Seeds: each command's "
+        f"({', '.join(map(str, SEEDS))} where it names none); settings chosen on seeds "
         f"{TUNING['seeds']}: {TUNING['note']}",
         "",
     ]
