@@ -1,0 +1,273 @@
+r"""Attention since 2023 (chapter 10): a smaller cache, attention sinks, attention as a
+recurrent network again, and longer contexts from rotary positions.
+
+Read top to bottom:
+
+1. **Multi-head latent attention** (DeepSeek-AI 2024, DeepSeek-V2): keys and values are
+   up-projected from one shared low-rank latent c_t = W_DKV x_t, so the cache holds c_t
+   (and a small rotary key shared by the heads) instead of every head's keys and values;
+   at decode time the key up-projection folds into the queries ("absorbed").
+2. **Attention sinks** (Xiao et al. 2024, StreamingLLM): a rolling cache that keeps the
+   first few positions beside the last ``window``; and a softmax with a learned sink logit
+   per head, which can take weight from every key (as gpt-oss).
+3. **Linear attention** (Katharopoulos et al. 2020): softmax replaced by a kernel
+   phi(q)^T phi(k), so that the causal sum can be carried as a d_k x d_v state: the same
+   outputs in parallel form and in recurrent form.
+4. **The delta rule** (Schlag et al. 2021; Yang et al. 2024): the state writes
+   beta (v_t - S k_t) k_t^T, the error of what it would have read, instead of adding
+   v_t k_t^T; with a decay alpha_t, Gated DeltaNet.
+5. **Stretching rotary positions**: position interpolation (Chen et al. 2023) and YaRN's
+   frequency-dependent scaling (Peng et al. 2023), as functions of the rotary frequencies.
+6. Two questions: the bytes a latent cache and a linear-attention state take.
+
+Mask convention as in chapters 04 to 08: a boolean mask is True where a query may attend.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autograder.reference.language_model import apply_rotary
+
+# ------------------------------------------------------------------ 1. latent attention
+
+
+class LatentCache:
+    r"""The cache of multi-head latent attention: per position the latent c_t (d_latent)
+    and the shared rotary key k^R_t (d_rope), never the heads' keys and values.
+
+    ``update(c_new, k_rope_new)`` with (B, T_new, d_latent) and (B, T_new, d_rope) returns
+    everything held so far, (B, length, d_latent) and (B, length, d_rope).
+    """
+
+    def __init__(self, batch: int, max_len: int, d_latent: int, d_rope: int):
+        self.c = torch.zeros(batch, max_len, d_latent)
+        self.k_rope = torch.zeros(batch, max_len, d_rope)
+        self.length, self.max_len = 0, max_len
+
+    def update(self, c_new: torch.Tensor, k_rope_new: torch.Tensor):
+        T_new = c_new.size(1)
+        if self.length + T_new > self.max_len:
+            raise ValueError(f"the cache holds {self.max_len} positions")
+        end = self.length + T_new
+        self.c[:, self.length : end] = c_new
+        self.k_rope[:, self.length : end] = k_rope_new
+        self.length = end
+        return self.c[:, :end], self.k_rope[:, :end]
+
+
+class LatentAttention(nn.Module):
+    r"""Multi-head latent attention, DeepSeek-V2's eqs. 9-19 (queries not compressed).
+
+        c_t = W_DKV x_t                      (d_latent: all that the cache keeps ...)
+        k^R_t = RoPE(W_KR x_t)               (... with this rotary key, shared by the heads)
+        k_{t,i} = [W_UK^i c_t ; k^R_t],  v_{t,i} = W_UV^i c_t
+        q_{t,i} = [W_Q^i x_t ; RoPE(W_QR^i x_t)]
+        o_{t,i} = sum_j softmax_j(q_{t,i}^T k_{j,i} / sqrt(d_head + d_rope)) v_{j,i}
+        u_t = W_O [o_{t,1}; ...; o_{t,h}]
+
+    Rotary positions cannot act on the up-projected part: RoPE between W_UK and the query
+    would depend on the position and could not be folded into the query. Hence the
+    decoupled rotary part, which the cache holds as it is.
+
+    ``forward(x, positions, mask=None, cache=None, absorbed=False)``: x (B, T, d_model),
+    positions (T,) of the new tokens; with ``cache`` the new latents are appended and the
+    queries attend to every cached position. ``absorbed``: score the queries against the
+    latents directly, W_UK^i folded into q (and W_UV^i applied after the weighted sum), the
+    form used at decode time. Returns output (B, T, d_model) and weights (B, h, T, T_k).
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_head: int, d_latent: int, d_rope: int):
+        super().__init__()
+        self.h, self.d_head, self.d_latent, self.d_rope = num_heads, d_head, d_latent, d_rope
+        self.W_dkv = nn.Linear(d_model, d_latent, bias=False)
+        self.W_uk = nn.Linear(d_latent, num_heads * d_head, bias=False)
+        self.W_uv = nn.Linear(d_latent, num_heads * d_head, bias=False)
+        self.W_kr = nn.Linear(d_model, d_rope, bias=False)
+        self.W_q = nn.Linear(d_model, num_heads * d_head, bias=False)
+        self.W_qr = nn.Linear(d_model, num_heads * d_rope, bias=False)
+        self.W_o = nn.Linear(num_heads * d_head, d_model, bias=False)
+
+    def queries(self, x, positions):
+        B, T, _ = x.shape
+        q_c = self.W_q(x).view(B, T, self.h, self.d_head).transpose(1, 2)  # (B, h, T, d_head)
+        q_r = self.W_qr(x).view(B, T, self.h, self.d_rope).transpose(1, 2)  # (B, h, T, d_rope)
+        return q_c, apply_rotary(q_r, positions)
+
+    def forward(self, x, positions, mask=None, cache=None, absorbed=False):
+        B, T, _ = x.shape
+        c = self.W_dkv(x)  # (B, T, d_latent)
+        k_r = apply_rotary(self.W_kr(x), positions)  # (B, T, d_rope)
+        if cache is not None:
+            c, k_r = cache.update(c, k_r)  # (B, T_k, d_latent), (B, T_k, d_rope)
+        q_c, q_r = self.queries(x, positions)
+        W_uk = self.W_uk.weight.view(self.h, self.d_head, self.d_latent)  # (h, d_head, d_latent)
+        W_uv = self.W_uv.weight.view(self.h, self.d_head, self.d_latent)
+        rope_scores = q_r @ k_r[:, None].transpose(-2, -1)  # (B, h, T, T_k)
+        if absorbed:
+            q_latent = q_c @ W_uk  # (B, h, T, d_latent): W_UK^i folded into the query
+            content = q_latent @ c[:, None].transpose(-2, -1)  # (B, h, T, T_k)
+        else:
+            k_c = c[:, None] @ W_uk.transpose(-2, -1)  # (B, h, T_k, d_head)
+            content = q_c @ k_c.transpose(-2, -1)  # (B, h, T, T_k)
+        scores = (content + rope_scores) / math.sqrt(self.d_head + self.d_rope)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # (B, h, T, T_k)
+        if absorbed:
+            o = (weights @ c[:, None]) @ W_uv.transpose(-2, -1)  # (B, h, T, d_head)
+        else:
+            v = c[:, None] @ W_uv.transpose(-2, -1)  # (B, h, T_k, d_head)
+            o = weights @ v  # (B, h, T, d_head)
+        return self.W_o(o.transpose(1, 2).reshape(B, T, self.h * self.d_head)), weights
+
+
+def latent_cache_bytes(num_layers: int, d_latent: int, d_rope: int, bytes_per_number: int) -> int:
+    """Bytes a latent cache takes per token: (d_latent + d_rope) numbers a layer."""
+    return num_layers * (d_latent + d_rope) * bytes_per_number
+
+
+# ------------------------------------------------------------------ 2. attention sinks
+
+
+def streaming_positions(length: int, num_sinks: int, window: int) -> list[int]:
+    """The positions a StreamingLLM cache holds after ``length`` tokens: the first
+    ``num_sinks`` (the attention sinks) and the last ``window``, in order, none twice."""
+    kept = set(range(min(num_sinks, length))) | set(range(max(0, length - window), length))
+    return sorted(kept)
+
+
+def softmax_with_sink(scores: torch.Tensor, sink_logits: torch.Tensor) -> torch.Tensor:
+    r"""A softmax with one more logit per head that no value stands behind (gpt-oss):
+
+        w_ij = exp(s_ij) / (exp(b_h) + sum_k exp(s_ik)),
+
+    so that a head can put weight on nothing; the weights of a row sum to 1 - w_sink.
+    scores (B, h, T_q, T_k), sink_logits (h,). Returns the weights (B, h, T_q, T_k).
+    """
+    B, h, T_q, _ = scores.shape
+    sink = sink_logits.view(1, h, 1, 1).expand(B, h, T_q, 1)
+    return torch.softmax(torch.cat([sink, scores], dim=-1), dim=-1)[..., 1:]
+
+
+# ------------------------------------------------------------------ 3. linear attention
+
+
+def feature_map(x: torch.Tensor) -> torch.Tensor:
+    """Katharopoulos et al.'s phi(x) = elu(x) + 1: positive, so the normaliser never vanishes."""
+    return F.elu(x) + 1
+
+
+def linear_attention(Q, K, V):
+    r"""Causal linear attention in parallel form (Katharopoulos et al. 2020, eq. 6):
+
+        o_i = phi(q_i)^T sum_{j<=i} phi(k_j) v_j^T / phi(q_i)^T sum_{j<=i} phi(k_j).
+
+    Q, K (..., T, d_k), V (..., T, d_v). Returns (..., T, d_v); costs O(T^2) like softmax
+    attention, but only to show that the recurrent form gives the same."""
+    phi_q, phi_k = feature_map(Q), feature_map(K)
+    A = (phi_q @ phi_k.transpose(-2, -1)).tril()  # (..., T, T): causal, unnormalised
+    return (A @ V) / A.sum(-1, keepdim=True)
+
+
+def linear_attention_recurrent(Q, K, V):
+    r"""The same outputs from a fixed-size state, one position at a time (eqs. 18-20):
+
+        S_i = S_{i-1} + phi(k_i) v_i^T   (d_k x d_v),   z_i = z_{i-1} + phi(k_i),
+        o_i = phi(q_i)^T S_i / phi(q_i)^T z_i.
+
+    Returns (..., T, d_v) and the final state (S, z): its size does not grow with T."""
+    phi_q, phi_k = feature_map(Q), feature_map(K)
+    S = Q.new_zeros(*Q.shape[:-2], Q.size(-1), V.size(-1))  # (..., d_k, d_v)
+    z = Q.new_zeros(*Q.shape[:-2], Q.size(-1))  # (..., d_k)
+    outputs = []
+    for i in range(Q.size(-2)):
+        S = S + phi_k[..., i, :, None] * V[..., i, None, :]  # (..., d_k, d_v)
+        z = z + phi_k[..., i, :]
+        num = (phi_q[..., i, None, :] @ S)[..., 0, :]  # (..., d_v)
+        den = (phi_q[..., i, :] * z).sum(-1, keepdim=True)  # (..., 1)
+        outputs.append(num / den)
+    return torch.stack(outputs, dim=-2), (S, z)
+
+
+def linear_state_bytes(num_layers: int, num_heads: int, d_k: int, d_v: int, bytes_per: int) -> int:
+    """Bytes of a linear-attention model's recurrent state, whatever the context: one
+    d_k x d_v matrix S and one d_k normaliser z per head and layer."""
+    return num_layers * num_heads * (d_k * d_v + d_k) * bytes_per
+
+
+# ------------------------------------------------------------------ 4. the delta rule
+
+
+def delta_rule(Q, K, V, beta, alpha=None):
+    r"""The delta rule's recurrence (Schlag et al. 2021, eq. 20; Yang et al. 2024):
+
+        S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T,   o_t = S_t q_t,
+
+    with S (d_v x d_k). S_{t-1} k_t is what the state would read for k_t; the update moves
+    it towards v_t by beta_t, instead of adding v_t k_t^T on top (linear attention's rule,
+    without its normaliser). ``alpha`` (..., T) in [0, 1], the gate of Gated DeltaNet, or
+    None for 1. Keys are expected L2-normalised (the update is then a projection for
+    beta = 1). Q, K (..., T, d_k), V (..., T, d_v), beta (..., T).
+    Returns (..., T, d_v) and the final state (..., d_v, d_k).
+    """
+    S = Q.new_zeros(*Q.shape[:-2], V.size(-1), K.size(-1))  # (..., d_v, d_k)
+    outputs = []
+    for t in range(Q.size(-2)):
+        k, v, q = K[..., t, :], V[..., t, :], Q[..., t, :]  # (..., d_k), (..., d_v), (..., d_k)
+        b = beta[..., t, None]  # (..., 1)
+        if alpha is not None:
+            S = alpha[..., t, None, None] * S
+        read = (S @ k[..., None])[..., 0]  # (..., d_v): what the state holds for k
+        S = S + (b * (v - read))[..., :, None] * k[..., None, :]  # (..., d_v, d_k)
+        outputs.append((S @ q[..., None])[..., 0])
+    return torch.stack(outputs, dim=-2), S
+
+
+# ------------------------------------------------------------------ 5. stretching rotary positions
+
+
+def rotary_frequencies(d: int, base: float = 10000.0) -> torch.Tensor:
+    """theta_i = base^{-2i/d}, i = 0 .. d/2 - 1: the angle per position of pair i."""
+    return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+
+
+def interpolated_frequencies(theta: torch.Tensor, scale: float) -> torch.Tensor:
+    """Position interpolation (Chen et al. 2023): positions m become m / scale, which is
+    every frequency divided by ``scale``: a context ``scale`` times longer spans the angles
+    the model was trained on."""
+    return theta / scale
+
+
+def yarn_frequencies(
+    theta: torch.Tensor, scale: float, train_length: int, alpha: float = 1.0, beta: float = 32.0
+) -> torch.Tensor:
+    r"""YaRN's "NTK-by-parts" frequencies (Peng et al. 2023, eq. 18-19). A pair whose
+    wavelength lambda_i = 2 pi / theta_i fits r_i = L / lambda_i times in the training
+    length L keeps its frequency when r_i > beta (it turned many times in training: it
+    reads local order), is interpolated when r_i < alpha (it never completed a turn), and
+    in between the two are mixed by the ramp gamma = (r_i - alpha) / (beta - alpha):
+
+        theta'_i = (1 - gamma_i) theta_i / scale + gamma_i theta_i.
+    """
+    r = train_length * theta / (2 * math.pi)  # (d/2,) turns in the training length
+    gamma = ((r - alpha) / (beta - alpha)).clamp(0.0, 1.0)
+    return (1 - gamma) * theta / scale + gamma * theta
+
+
+def yarn_attention_factor(scale: float) -> float:
+    """YaRN's temperature (eq. 22): the logits are multiplied by (0.1 ln(scale) + 1)^2,
+    written as sqrt(1/t) = 0.1 ln(scale) + 1 on both queries and keys."""
+    return (0.1 * math.log(scale) + 1) ** 2
+
+
+def apply_rotary_frequencies(x: torch.Tensor, positions: torch.Tensor, theta: torch.Tensor):
+    """Rotate each neighbouring pair (x_{2i}, x_{2i+1}) of x (..., T, d) by positions m
+    (broadcastable to x.shape[:-1]) times ``theta`` (d/2,): chapter 08's rotary positions
+    with any frequencies."""
+    angle = positions[..., None].to(torch.float64) * theta  # (..., T, d/2)
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
