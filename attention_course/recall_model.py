@@ -1,0 +1,180 @@
+r"""Chapter 10's recall model: the same small network with three token mixers, softmax
+attention, linear attention and the delta rule, trained on associative recall.
+
+As chapter 08's language model, it is built from *parts* that the chapter's exercises
+write, passed in as :class:`MixerParts`, so that the notebook trains the student's parts
+and the book and the benchmark the reference ones::
+
+    parts = MixerParts(attention, linear_attention, delta_rule)
+    model = RecallModel(RecallConfig(mixer="delta"), parts)
+    history = train_recall(model, num_pairs=16, max_steps=800)
+
+A layer is x + Mixer(LN(x)), then x + MLP(LN(x)). The mixer first runs a short causal
+convolution over each feature (kernel 2, as the short convolutions of H3, Based and
+DeltaNet), so that the position of a value also carries its key, then mixes the tokens:
+
+- ``softmax``: causal softmax attention, every key and value kept (a cache that grows);
+- ``linear``: causal linear attention, phi(x) = elu(x) + 1 (a d_k x d_v state per head);
+- ``delta``: the delta rule on L2-normalised keys and queries, with a learned write
+  strength beta_t = sigmoid(w^T x_t) per head (the same size of state).
+
+The three have the same parameters but the delta rule's w (one number per feature and
+head). No positions are added: the convolution and the causal order are all the mixers
+need to pair each key with the value after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attention_course.data.recall import IGNORE, associative_recall, recall_vocab_size
+from attention_course.training import History, train
+
+MIXERS = ("softmax", "linear", "delta")
+
+
+@dataclass(frozen=True)
+class MixerParts:
+    """The chapter's exercises, as the mixers call them. attention(Q, K, V, mask) ->
+    (output, weights), chapter 04's; linear_attention(Q, K, V) -> output, causal;
+    delta_rule(Q, K, V, beta) -> (output, state). Q, K (B, h, T, d_k), V (B, h, T, d_v),
+    beta (B, h, T)."""
+
+    attention: Callable | None = None
+    linear_attention: Callable | None = None
+    delta_rule: Callable | None = None
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    mixer: str = "softmax"
+    d_model: int = 64
+    num_heads: int = 1
+    num_layers: int = 2
+    d_ff: int = 128
+    conv: int = 2  # the short causal convolution's kernel
+    num_keys: int = 64
+    num_values: int = 64
+
+
+class Mixer(nn.Module):
+    def __init__(self, cfg: RecallConfig, parts: MixerParts):
+        super().__init__()
+        if cfg.mixer not in MIXERS:
+            raise ValueError(f"mixer {cfg.mixer!r}; choose one of {MIXERS}")
+        d, h = cfg.d_model, cfg.num_heads
+        if d % h:
+            raise ValueError(f"d_model = {d} is not a multiple of num_heads = {h}")
+        self.cfg, self.parts, self.h = cfg, parts, h
+        self.conv = nn.Conv1d(d, d, cfg.conv, groups=d, padding=cfg.conv - 1)
+        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(d, d, bias=False) for _ in range(4))
+        self.W_beta = nn.Linear(d, h) if cfg.mixer == "delta" else None
+
+    def heads(self, x):  # (B, T, d) -> (B, h, T, d / h)
+        B, T, d = x.shape
+        return x.view(B, T, self.h, d // self.h).transpose(1, 2)
+
+    def forward(self, x):
+        B, T, d = x.shape
+        x = self.conv(x.transpose(1, 2))[..., :T].transpose(1, 2)  # causal: (B, T, d)
+        Q, K, V = self.heads(self.W_q(x)), self.heads(self.W_k(x)), self.heads(self.W_v(x))
+        kind = self.cfg.mixer
+        if kind == "softmax":
+            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            out, _ = self.parts.attention(Q, K, V, mask)
+        elif kind == "linear":
+            out = self.parts.linear_attention(Q, K, V)
+        else:
+            Q, K = F.normalize(F.silu(Q), dim=-1), F.normalize(F.silu(K), dim=-1)
+            beta = torch.sigmoid(self.W_beta(x)).transpose(1, 2)  # (B, h, T)
+            out, _ = self.parts.delta_rule(Q, K, V, beta)
+        return self.W_o(out.transpose(1, 2).reshape(B, T, d))  # (B, T, d)
+
+
+class RecallModel(nn.Module):
+    """Embedding -> num_layers of (mixer, MLP), pre-norm -> LN -> logits over the vocabulary."""
+
+    def __init__(self, cfg: RecallConfig, parts: MixerParts):
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.d_model
+        self.embed = nn.Embedding(recall_vocab_size(cfg.num_keys, cfg.num_values), d)
+        self.mixers = nn.ModuleList(Mixer(cfg, parts) for _ in range(cfg.num_layers))
+        self.mlps = nn.ModuleList(
+            nn.Sequential(nn.Linear(d, cfg.d_ff), nn.GELU(), nn.Linear(cfg.d_ff, d))
+            for _ in range(cfg.num_layers)
+        )
+        self.norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(2 * cfg.num_layers + 1))
+        self.out = nn.Linear(d, self.embed.num_embeddings)
+
+    def forward(self, tokens):  # (B, T) -> (B, T, vocab)
+        x = self.embed(tokens)
+        for i, (mixer, mlp) in enumerate(zip(self.mixers, self.mlps, strict=True)):
+            x = x + mixer(self.norms[2 * i](x))
+            x = x + mlp(self.norms[2 * i + 1](x))
+        return self.out(self.norms[-1](x))
+
+
+def recall_loss(model: RecallModel, batch) -> torch.Tensor:
+    inputs, targets = batch
+    logits = model(inputs)
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+
+
+@torch.no_grad()
+def recall_accuracy(model: RecallModel, inputs, targets) -> float:
+    """The share of asked keys whose value the model's argmax gives."""
+    asked = targets != IGNORE
+    right = model(inputs).argmax(-1)[asked] == targets[asked]
+    return right.float().mean().item()
+
+
+def train_recall(
+    model: RecallModel,
+    num_pairs: int,
+    *,
+    num_queries: int | None = None,
+    max_steps: int,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    seed: int = 0,
+    evaluate=None,
+    eval_every: int = 100,
+    seconds: float = 3600.0,
+) -> History:
+    """Adam on the recall loss for ``max_steps`` batches of fresh sequences (seeded by
+    ``seed``); ``seconds`` is only a safety cap."""
+    g = torch.Generator().manual_seed(seed)
+    cfg = model.cfg
+    q = num_queries or num_pairs
+
+    def next_batch(step):
+        return associative_recall(batch_size, num_pairs, q, g, cfg.num_keys, cfg.num_values)
+
+    return train(
+        model,
+        next_batch,
+        recall_loss,
+        seconds=seconds,
+        max_steps=max_steps,
+        lr=lr,
+        evaluate=evaluate,
+        eval_every=eval_every,
+    )
+
+
+def state_numbers(cfg: RecallConfig, context: int) -> int:
+    """The numbers a mixer carries from one token to the next after ``context`` tokens, all
+    layers: softmax attention its keys and values (2 d_model a token), the recurrent ones a
+    d_k x d_v matrix per head (and linear attention its normaliser), whatever the context."""
+    d_k = cfg.d_model // cfg.num_heads
+    if cfg.mixer == "softmax":
+        per_layer = 2 * cfg.d_model * context
+    else:
+        per_layer = cfg.num_heads * (d_k * d_k + (d_k if cfg.mixer == "linear" else 0))
+    return cfg.num_layers * per_layer
