@@ -6,7 +6,7 @@ of one decoder step as the source grows.
     python -m benchmarks.local_attention                   # seed 0, D = 3, 600 steps each
     python -m benchmarks.local_attention --windows 2 5     # other half-widths D
     python -m benchmarks.local_attention --no-input-feeding  # global and local-p only
-    python -m benchmarks.local_attention --write           # benchmarks/local_attention.md
+    python -m benchmarks.local_attention --write           # benchmarks/local_attention.md, .json
 
 Every model is chapter 02's GRU encoder-decoder with the additive score. The local one is
 ``AttentionDecoder(attention="local-p", window=D)``, which predicts a position p_t and
@@ -24,6 +24,7 @@ the ratios to global attention are the figures to compare across machines).
 """
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -47,6 +48,7 @@ from autograder.reference.seq2seq import Encoder, greedy_decode, sequence_loss
 from benchmarks.tables import markdown_table
 
 OUT = Path(__file__).resolve().parent / "local_attention.md"
+OUT_JSON = OUT.with_suffix(".json")  # what chapter 02's page reads
 
 
 GLOBAL, FEEDING = "global", "global, input feeding"
@@ -308,6 +310,17 @@ def main(argv=None) -> int:
     if args.write:
         argv = sys.argv[1:] if argv is None else argv
         OUT.write_text(markdown(cfg, rows, costs, models, args.windows, loads, argv, args.seconds))
+        report = {
+            "date": time.strftime("%Y-%m-%d"),
+            "machine": f"{platform.machine()}, Python {platform.python_version()}",
+            "command": "python -m benchmarks.local_attention " + " ".join(argv),
+            "windows": args.windows,
+            "steps": args.steps,
+            "loads": loads,
+            "rows": rows,
+            "costs": costs,
+        }
+        OUT_JSON.write_text(json.dumps(report, indent=1) + "\n")
     return 1 if short else 0
 
 
