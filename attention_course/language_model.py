@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attention_course.training import History, train
+from attention_course.training import train_on_samples
 
 POSITIONS = ("rotary", "alibi", "sinusoidal", "learned", "none")
 
@@ -203,31 +203,12 @@ def lm_loss(model: DecoderLM, batch) -> torch.Tensor:
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
-def train_lm(
-    model: DecoderLM,
-    sample: Callable[[int, torch.Generator], tuple],
-    *,
-    max_steps: int,
-    batch_size: int = 32,
-    lr: float = 3e-3,
-    seed: int = 0,
-    evaluate=None,
-    eval_every: int = 100,
-    seconds: float = 3600.0,
-) -> History:
+def train_lm(model: DecoderLM, sample: Callable[[int, torch.Generator], tuple], **options):
     """Adam on the next-token loss for ``max_steps`` batches drawn by ``sample(batch_size,
-    generator)`` (seeded with ``seed``); ``seconds`` is only a safety cap."""
-    g = torch.Generator().manual_seed(seed)
-    return train(
-        model,
-        lambda step: sample(batch_size, g),
-        lm_loss,
-        seconds=seconds,
-        max_steps=max_steps,
-        lr=lr,
-        evaluate=evaluate,
-        eval_every=eval_every,
-    )
+    generator)`` (seeded with ``seed``); ``options`` as :func:`train_on_samples`
+    (``max_steps``, ``batch_size``, ``lr``, ``seed``, ``evaluate``, ``eval_every``,
+    ``seconds``, only a safety cap)."""
+    return train_on_samples(model, sample, lm_loss, **options)
 
 
 # ------------------------------------------------------------------ decoding

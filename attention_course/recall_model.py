@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attention_course.data.recall import IGNORE, associative_recall, recall_vocab_size
-from attention_course.training import History, train
+from attention_course.training import train_on_samples
 
 MIXERS = ("softmax", "linear", "delta")
 
@@ -134,38 +134,17 @@ def recall_accuracy(model: RecallModel, inputs, targets) -> float:
     return right.float().mean().item()
 
 
-def train_recall(
-    model: RecallModel,
-    num_pairs: int,
-    *,
-    num_queries: int | None = None,
-    max_steps: int,
-    batch_size: int = 64,
-    lr: float = 3e-3,
-    seed: int = 0,
-    evaluate=None,
-    eval_every: int = 100,
-    seconds: float = 3600.0,
-) -> History:
-    """Adam on the recall loss for ``max_steps`` batches of fresh sequences (seeded by
-    ``seed``); ``seconds`` is only a safety cap."""
-    g = torch.Generator().manual_seed(seed)
-    cfg = model.cfg
-    q = num_queries or num_pairs
+def train_recall(model: RecallModel, num_pairs: int, *, num_queries: int | None = None, **options):
+    """Adam on the recall loss for ``max_steps`` batches of fresh sequences of ``num_pairs``
+    pairs and ``num_queries`` questions (all the keys by default); ``options`` as
+    :func:`~attention_course.training.train_on_samples` (``max_steps``, ``batch_size``,
+    ``lr``, ``seed``, ...)."""
+    cfg, q = model.cfg, num_queries or num_pairs
 
-    def next_batch(step):
-        return associative_recall(batch_size, num_pairs, q, g, cfg.num_keys, cfg.num_values)
+    def sample(batch, generator):
+        return associative_recall(batch, num_pairs, q, generator, cfg.num_keys, cfg.num_values)
 
-    return train(
-        model,
-        next_batch,
-        recall_loss,
-        seconds=seconds,
-        max_steps=max_steps,
-        lr=lr,
-        evaluate=evaluate,
-        eval_every=eval_every,
-    )
+    return train_on_samples(model, sample, recall_loss, **{"batch_size": 64, **options})
 
 
 def state_numbers(cfg: RecallConfig, context: int) -> int:

@@ -145,3 +145,32 @@ def train(
     history.seconds = time.perf_counter() - start
     model.eval()
     return history
+
+
+def train_on_samples(
+    model: torch.nn.Module,
+    sample: Callable[[int, torch.Generator], object],
+    loss_fn: Callable[[torch.nn.Module, object], torch.Tensor],
+    *,
+    max_steps: int,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    seed: int = 0,
+    evaluate=None,
+    eval_every: int = 100,
+    seconds: float = 3600.0,
+) -> History:
+    """:func:`train` on fresh batches drawn by ``sample(batch_size, generator)``, the
+    generator seeded with ``seed``, for generated data (chapters 08 and 10); ``seconds`` is
+    only a safety cap."""
+    g = torch.Generator().manual_seed(seed)
+    return train(
+        model,
+        lambda step: sample(batch_size, g),
+        loss_fn,
+        seconds=seconds,
+        max_steps=max_steps,
+        lr=lr,
+        evaluate=evaluate,
+        eval_every=eval_every,
+    )
