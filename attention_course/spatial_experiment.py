@@ -200,12 +200,15 @@ def train_classifier(
     seed: int = 0,
     progress: bool | None = None,
     track_poses: bool = False,
+    validation: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> ClassifierRun:
     """Train ``model`` (logits from images) on the distorted training digits of ``seed``
     and measure its test error. Batches are drawn by a generator seeded by ``seed``, so two
     models trained with one seed see the same images in the same order. With
     ``track_poses`` (an STClassifier), every evaluation also logs ``pose_correlations`` on
-    the test digits, as ``corr x``, ``corr y``, ``corr scale`` and ``corr angle``."""
+    the test digits, as ``corr x``, ``corr y``, ``corr scale`` and ``corr angle``. With
+    ``validation`` (images, labels), every evaluation also logs ``validation error``, by
+    which a checkpoint can be chosen without looking at the test digits."""
     x_train, y_train = training_set(cfg, seed)
     x_test, y_test, poses = test_set(cfg, poses=True)
     set_seed(seed)
@@ -223,6 +226,8 @@ def train_classifier(
 
     def evaluate(m):
         metrics = {"test error": error_rate(m, x_test, y_test)}
+        if validation is not None:
+            metrics["validation error"] = error_rate(m, *validation)
         if track_poses:
             metrics |= {f"corr {k}": r for k, r in pose_correlations(m, x_test, poses).items()}
         return metrics

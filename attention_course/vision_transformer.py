@@ -127,13 +127,23 @@ def data_size_settings() -> DataSizeSettings:
 
 
 def train_vit(
-    vit: nn.Module, cfg: SpatialSettings, *, num_train: int, seed: int = 0, progress=None
+    vit: nn.Module,
+    cfg: SpatialSettings,
+    *,
+    num_train: int,
+    seed: int = 0,
+    progress=None,
+    validation=None,
 ) -> ClassifierRun:
     """Train ``vit`` (its forward returns logits and weights) as chapter 07 trains its
     classifiers, on ``num_train`` distorted training digits of ``seed``; the run's ``model``
-    is ``vit`` itself."""
+    is ``vit`` itself (``validation``: as :func:`train_classifier`)."""
     run = train_classifier(
-        Logits(vit), replace(cfg, num_train=num_train), seed=seed, progress=progress
+        Logits(vit),
+        replace(cfg, num_train=num_train),
+        seed=seed,
+        progress=progress,
+        validation=validation,
     )
     run.model = vit
     return run
