@@ -163,10 +163,10 @@ def train_on_samples(
     """:func:`train` on fresh batches drawn by ``sample(batch_size, generator)``, the
     generator seeded with ``seed``, for generated data (chapters 08 and 10); ``seconds`` is
     only a safety cap."""
-    g = torch.Generator().manual_seed(seed)
+    draws = torch.Generator().manual_seed(seed)  # the batches' random draws
     return train(
         model,
-        lambda step: sample(batch_size, g),
+        lambda step: sample(batch_size, draws),
         loss_fn,
         seconds=seconds,
         max_steps=max_steps,

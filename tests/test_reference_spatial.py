@@ -28,7 +28,6 @@ from attention_course.spatial_experiment import (
     parameter_count,
     pose_correlations,
     spatial_settings,
-    train_classifier,
 )
 from attention_course.spatial_experiment import (
     test_set as held_out_set,
@@ -196,21 +195,6 @@ def test_pose_correlations_are_one_for_the_true_poses_and_zero_for_the_identity(
     assert constant == {"x": 0.0, "y": 0.0, "scale": 0.0, "angle": 0.0}
 
 
-@pytest.mark.slow
-def test_spatial_transformer_halves_the_cnn_error_on_rts_digits():
-    """The chapter's finding on seed 0 (benchmarks/spatial.py runs seeds 0-4): the ST-CNN
-    makes at most half the errors of the CNN with as many parameters."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the benchmark and the book page: the same numbers
-    cfg = replace(FULL_SETTINGS, seconds=3600.0)  # bounded by steps, whatever the load
-    try:
-        torch.manual_seed(0)
-        st = STClassifier(SpatialTransformer(LocalisationNet(40), 40), CNN())
-        width = matched_width(parameter_count(st))
-        st_cnn = train_classifier(st, cfg, seed=0, progress=False)
-        torch.manual_seed(0)
-        cnn = train_classifier(CNN(hidden=width), cfg, seed=0, progress=False)
-    finally:
-        torch.set_num_threads(threads)
-    assert cnn.history.steps[-1] == st_cnn.history.steps[-1] == cfg.max_steps
-    assert st_cnn.error <= 0.5 * cnn.error, (cnn.error, st_cnn.error)
+# The chapter's finding, the ST-CNN at most half the CNN's error on RTS digits, is checked by
+# `python -m benchmarks.spatial` over seeds 0-4 (exit 1 on a miss), not by the suite: a minute of
+# training that `make test` cannot afford within its 30 minutes.

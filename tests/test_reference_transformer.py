@@ -324,32 +324,6 @@ def test_bad_positions_raise():
         small_model(positions="rotary")
 
 
-@pytest.mark.slow
-def test_reference_translates_98_percent_of_numbers():
-    """The chapter's finding (benchmarks/transformer.md): about a minute on 2 cores."""
-    from attention_course.transformer_experiment import (
-        FULL_SETTINGS,
-        number_data,
-        train_transformer,
-    )
-    from attention_course.translation import exact_match_by_length
-
-    cfg = replace(FULL_SETTINGS, seconds=3600.0)  # bounded by steps, not by time
-    data = number_data(cfg, seed=0)
-    torch.manual_seed(0)
-    model = Transformer(
-        len(data.src_vocab),
-        len(data.tgt_vocab),
-        TransformerConfig(cfg.d_model, cfg.num_heads, cfg.num_layers, cfg.d_ff),
-    )
-    history = train_transformer(
-        model,
-        data,
-        cfg,
-        schedule=warmup_schedule,
-        loss_fn=label_smoothed_cross_entropy,
-        seed=0,
-    )
-    assert len(history.steps) == cfg.max_steps
-    result = exact_match_by_length(model, data.test, data, decode_fn=greedy_decode)
-    assert result.overall >= 0.98, f"greedy exact match {result}"
+# The chapter's finding, the base model translating 98 % of the test numbers exactly, is checked by
+# `python -m benchmarks.transformer` on every seed it runs (exit 1 on a miss), not by the suite: a
+# minute of training that `make test` cannot afford within its 30 minutes.
