@@ -210,3 +210,202 @@ def position_grid(grid: dict[str, dict], margin: float = GRID_MARGIN) -> Verdict
         f"by more than {margin} (cosine)",
         {"rows": rows, "columns": columns},
     )
+
+
+# ------------------------------------------------------------------ chapter 10
+
+
+def spread(values) -> dict:
+    """Mean, min and max of a list (what a sentence about several seeds quotes)."""
+    values = list(values)
+    return {"mean": statistics.mean(values), "min": min(values), "max": max(values)}
+
+
+RECALLED, RECALL_GAP = 0.9, 0.2  # accuracy: "recalls", "falls behind softmax"
+
+
+def recall(rows: list[dict], recalled: float = RECALLED, gap: float = RECALL_GAP) -> Verdict:
+    """Arora et al.'s multi-query associative recall at small scale: softmax attention,
+    linear attention and the delta rule, as the key-value pairs grow. ``accuracy[mixer]
+    [pairs]`` holds each one's mean, min and max over seeds and ``by_seed``. Held: on every
+    seed, softmax attention recalls at least ``recalled`` at every number of pairs, and at
+    the largest both recurrent mixers are more than ``gap`` below it. The order of the two
+    recurrent ones at the largest is reported, not judged: ``delta_above_linear`` counts the
+    seeds where the delta rule recalls more than linear attention (of ``seeds``), and
+    ``delta_between`` whether it does on every seed."""
+    pairs = sorted({r["num_pairs"] for r in rows})
+    mixers = ("softmax", "linear", "delta")
+    acc = {m: {} for m in mixers}
+    for m in mixers:
+        for n in pairs:
+            got = {
+                r["seed"]: r["accuracy"] for r in rows if r["mixer"] == m and r["num_pairs"] == n
+            }
+            if got:
+                acc[m][n] = {**spread(got.values()), "by_seed": got}
+    if not rows or not all(acc[m] for m in mixers):
+        return Verdict(False, "no rows for every mixer", {"accuracy": acc})
+    top = pairs[-1]
+    seeds = sorted(acc["softmax"][top]["by_seed"])
+
+    def at(m, n, s):
+        return acc[m][n]["by_seed"][s]
+
+    softmax_keeps = all(at("softmax", n, s) >= recalled for n in pairs for s in seeds)
+    behind = all(
+        at("softmax", top, s) - at(m, top, s) > gap for m in ("linear", "delta") for s in seeds
+    )
+    above = [s for s in seeds if at("delta", top, s) > at("linear", top, s)]
+    states = {
+        m: sorted({r["state_numbers_per_layer"] for r in rows if r["mixer"] == m}) for m in mixers
+    }
+    return Verdict(
+        softmax_keeps and behind,
+        f"on every seed softmax attention recalls at least {recalled:.0%} at every number of "
+        f"pairs, and at {top} pairs linear attention and the delta rule are both more than "
+        f"{gap:.0%} below it",
+        {
+            "pairs": pairs,
+            "largest": top,
+            "seeds": seeds,
+            "accuracy": acc,
+            "softmax_keeps": softmax_keeps,
+            "recurrent_behind": behind,
+            "delta_above_linear": len(above),
+            "delta_between": len(above) == len(seeds),
+            "state_numbers_per_layer": states,
+        },
+    )
+
+
+LATENT_CLOSE = 0.05  # relative loss gap: "about as good as multi-head attention"
+
+
+def latent_cache(rows: list[dict], close: float = LATENT_CLOSE) -> Verdict:
+    """DeepSeek-V2's claim at small scale: multi-head latent attention keeps a cache smaller
+    than grouped-query attention's and loses little against multi-head attention. Loss gaps
+    are relative to MHA's and paired by seed (the same data in the same batches). Held:
+    MLA's cache numbers per token are below GQA's, and its mean gap to MHA is below
+    ``close``. ``loss``, ``accuracy`` (mean, min, max over seeds), ``gaps`` (each seed's),
+    ``mean_gap`` and ``cache`` (numbers per token and layer) are given for every kind."""
+    kinds = [k for k in ("MHA", "GQA", "MQA", "MLA") if any(r["attention"] == k for r in rows)]
+    if "MHA" not in kinds or "MLA" not in kinds or "GQA" not in kinds:
+        return Verdict(False, "MHA, GQA and MLA are needed", {})
+    mha = by_seed(rows, "attention", "MHA")
+    seeds = sorted(mha)
+    facts = {"seeds": seeds, "loss": {}, "accuracy": {}, "gaps": {}, "mean_gap": {}, "cache": {}}
+    for k in kinds:
+        runs = by_seed(rows, "attention", k)
+        facts["loss"][k] = spread(r["held_out_loss"] for r in runs.values())
+        facts["accuracy"][k] = spread(r["accuracy"] for r in runs.values())
+        facts["cache"][k] = next(iter(runs.values()))["cache_numbers_per_token_per_layer"]
+        gaps = [
+            (runs[s]["held_out_loss"] - mha[s]["held_out_loss"]) / mha[s]["held_out_loss"]
+            for s in seeds
+        ]
+        facts["gaps"][k], facts["mean_gap"][k] = gaps, statistics.mean(gaps)
+    smaller = facts["cache"]["MLA"] < facts["cache"]["GQA"]
+    return Verdict(
+        smaller and facts["mean_gap"]["MLA"] < close,
+        f"MLA caches fewer numbers per token than GQA, and its held-out loss, paired by seed, "
+        f"is on average within {close:.0%} of MHA's",
+        facts,
+    )
+
+
+def stretching(rows: list[dict], factors=(4, 8)) -> Verdict:
+    """Position interpolation and YaRN against no extension, each fine-tuned the same few
+    steps at the longer length (Chen et al.'s and Peng et al.'s comparison at small scale).
+    ``loss[method][factor]`` and ``accuracy[method][factor]``: mean, min, max over seeds
+    of the held-out loss and accuracy over every position (methods ``unchanged``,
+    ``none``, ``pi``, ``yarn``). Held: on every seed, at each of ``factors``, both PI's and
+    YaRN's loss are below that of no extension fine-tuned the same steps. ``beats[method]
+    [factor]`` counts the seeds where each did; ``yarn_below_pi`` the (seed, factor) pairs,
+    over every factor, where YaRN's loss is below PI's."""
+    methods = ("unchanged", "none", "pi", "yarn")
+    all_factors = sorted({r["factor"] for r in rows if r["factor"] > 1})
+
+    def loss_of(m, f):
+        return {r["seed"]: r["loss"] for r in rows if r["method"] == m and r["factor"] == f}
+
+    facts = {"factors": all_factors, "loss": {}, "accuracy": {}, "beats": {}}
+    for m in methods:
+        facts["loss"][m], facts["accuracy"][m] = {}, {}
+        for f in all_factors:
+            got = [r for r in rows if r["method"] == m and r["factor"] == f]
+            if got:
+                facts["loss"][m][f] = spread(r["loss"] for r in got)
+                facts["accuracy"][m][f] = spread(r["accuracy"] for r in got)
+    trained = [r for r in rows if r["method"] == "trained"]
+    if trained:
+        facts["trained_loss"] = spread(r["loss"] for r in trained)
+    held = bool(rows) and all(f in all_factors for f in factors)
+    for m in ("pi", "yarn"):
+        facts["beats"][m] = {}
+        for f in all_factors:
+            base, mine = loss_of("none", f), loss_of(m, f)
+            wins = sum(mine[s] < base[s] for s in base if s in mine)
+            facts["beats"][m][f] = wins
+            if f in factors:
+                held = held and bool(base) and wins == len(base)
+    facts["seeds"] = sorted({r["seed"] for r in rows})
+    facts["yarn_below_pi"] = sum(
+        loss_of("yarn", f)[s] < loss_of("pi", f)[s]
+        for f in all_factors
+        for s in loss_of("pi", f)
+        if s in loss_of("yarn", f)
+    )
+    return Verdict(
+        held,
+        f"on every seed, at {' and '.join(f'{f}x' for f in factors)} the training length, "
+        "position interpolation and YaRN both reach a lower held-out loss than no extension "
+        "fine-tuned the same steps",
+        facts,
+    )
+
+
+SINK_RATIO, SINK_HELP = 3.0, 0.05  # "a sink": 3x a uniform share; "helps": 0.05 nats
+
+
+def sinks(rows: list[dict], ratio: float = SINK_RATIO, helps: float = SINK_HELP) -> Verdict:
+    """StreamingLLM's observation at small scale. ``share[model]`` (mean, min, max over
+    seeds) is the weight late queries put on the first position, ``uniform`` what a uniform
+    spread over the keys would put there, ``ratio[model]`` their quotient (mean over
+    seeds); ``loss[model][cache]`` the held-out loss with a dense cache, a sliding window
+    and a window with sinks. Held (StreamingLLM's finding reproduced): on every seed the
+    plain model puts more than ``ratio`` times the uniform share on the first position, and
+    keeping the first tokens lowers its windowed loss by more than ``helps`` nats.
+    ``sink_at_first`` and ``sinks_help`` say which half held; ``window_gap[model]`` is the
+    mean of the window's loss minus the window-with-sinks' loss."""
+    models = [m for m in ("plain", "sink_logit", "gated") if any(r["model"] == m for r in rows)]
+    facts = {"share": {}, "ratio": {}, "loss": {}, "window_gap": {}, "sink_weight": None}
+    for m in models:
+        runs = [r for r in rows if r["model"] == m]
+        facts["share"][m] = spread(r["first_position_share"] for r in runs)
+        facts["ratio"][m] = statistics.mean(
+            r["first_position_share"] / r["uniform_share"] for r in runs
+        )
+        facts["loss"][m] = {
+            c: spread(r[f"loss_{c}"] for r in runs) for c in ("dense", "window", "window_sinks")
+        }
+        facts["window_gap"][m] = statistics.mean(
+            r["loss_window"] - r["loss_window_sinks"] for r in runs
+        )
+        if m == "sink_logit":
+            facts["sink_weight"] = spread(r["sink_weight"] for r in runs)
+    plain = [r for r in rows if r["model"] == "plain"]
+    facts["uniform"] = plain[0]["uniform_share"] if plain else None
+    facts["seeds"] = sorted(r["seed"] for r in plain)
+    facts["sink_at_first"] = bool(plain) and all(
+        r["first_position_share"] > ratio * r["uniform_share"] for r in plain
+    )
+    facts["sinks_help"] = bool(plain) and all(
+        r["loss_window"] - r["loss_window_sinks"] > helps for r in plain
+    )
+    return Verdict(
+        facts["sink_at_first"] and facts["sinks_help"],
+        f"on every seed the plain model puts more than {ratio:g} times a uniform share of a "
+        f"late query's weight on the first position, and keeping the first tokens in a "
+        f"sliding cache lowers its loss by more than {helps} nats",
+        facts,
+    )

@@ -373,3 +373,35 @@ def log_log_slope(x, y) -> float:
 
 def perplexity(loss: float) -> float:
     return math.exp(loss)
+
+
+# ------------------------------------------------------------------ other attention layers
+
+
+class PositionsFirst(nn.Module):
+    """An attention layer whose forward takes ``(x, positions, mask, cache)`` (chapter 10's
+    latent attention) as :class:`DecoderLM`'s blocks call it, ``(x, mask, positions,
+    cache)``. Without rotary positions (``positions`` None) it numbers the new tokens from 0,
+    which is right without a cache."""
+
+    def __init__(self, layer: nn.Module):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x, mask=None, positions=None, cache=None):
+        if positions is None:
+            positions = torch.arange(x.size(1), device=x.device)
+        return self.layer(x, positions, mask, cache)
+
+
+def latent_attention_part(latent_class: Callable, d_latent: int, d_rope: int, d_head=None):
+    """``LMParts.attention`` for a model with multi-head latent attention:
+    ``latent_class(d_model, num_heads, d_head, d_latent, d_rope)`` in every block (d_head
+    d_model / num_heads unless given; the model's num_kv_heads is not read)."""
+
+    def build(d_model: int, num_heads: int, num_kv_heads: int) -> nn.Module:
+        return PositionsFirst(
+            latent_class(d_model, num_heads, d_head or d_model // num_heads, d_latent, d_rope)
+        )
+
+    return build

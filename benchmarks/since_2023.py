@@ -1,0 +1,609 @@
+"""Chapter 10's four findings at small scale, over several seeds, with the reference parts.
+
+    python -m benchmarks.since_2023                      # every finding, seeds 0-2
+    python -m benchmarks.since_2023 --write              # also writes .md and .json
+    python -m benchmarks.since_2023 --only recall --seeds 100 101   # tuning seeds
+
+1. **Recall** (Arora et al. 2023, Zoology's multi-query associative recall): the recall
+   model (``attention_course.recall_model``) with softmax attention, linear attention and
+   the delta rule, matched in parameters, trained the same way at each number of key-value
+   pairs; accuracy on held-out sequences as the pairs outgrow the recurrent state.
+2. **Latent cache** (DeepSeek-AI 2024): chapter 08's counting model with multi-head,
+   grouped-query (2 key/value heads), multi-query and multi-head latent attention, trained
+   the same way: held-out loss against the numbers the cache keeps per token and layer.
+3. **Stretching** (Chen et al. 2023; Peng et al. 2023): chapter 08's rotary counting model
+   trained on 64 tokens, then at 2x, 4x and 8x: unchanged, and after a few steps of
+   fine-tuning at the longer length unchanged ("none"), with position interpolation
+   ("pi") and with YaRN's frequencies and attention factor ("yarn").
+4. **Sinks** (Xiao et al. 2024, StreamingLLM's Figure 3): the same model, and the same
+   trained with a learned sink logit (``softmax_with_sink``) or a gated output, run on
+   sequences 4x the training length with a sliding cache alone or with the first tokens
+   kept (their rotary positions those of the cache, as StreamingLLM's); and the share of a
+   late query's attention on the first position.
+
+Settings (``SETTINGS``) were chosen on seeds 100-102 (``TUNING``), apart from the seeds
+reported. One thread per run. Each finding is judged by the function of
+``attention_course.findings`` that the page uses; ``TARGETS`` are the findings that make
+the exit status 1 when missed on the seeds run (the others are reported, not judged).
+
+The JSON (``benchmarks/since_2023.json``) holds ``date``, ``machine``, ``commands``
+(finding -> command), ``seeds``, ``settings`` (``SETTINGS``), ``tuning`` (``TUNING``),
+``targets`` and ``results``, one list of rows per finding, every seed's rows kept:
+
+- ``results["recall"]``: rows ``{"mixer": "softmax" | "linear" | "delta", "num_pairs",
+  "seed", "accuracy" (held-out share of asked keys recalled), "state_numbers_per_layer"
+  (numbers carried from token to token after the whole sequence, one layer),
+  "sequence_length", "parameters", "steps", "seconds", "final_training_loss"}``.
+- ``results["latent_cache"]``: rows ``{"attention": "MHA" | "GQA" | "MQA" | "MLA", "seed",
+  "held_out_loss", "accuracy", "cache_numbers_per_token_per_layer",
+  "cache_bytes_per_token" (all layers, float32), "parameters", "steps", "seconds",
+  "final_training_loss"}``.
+- ``results["stretching"]``: rows ``{"method": "trained" (factor 1, the model as trained) |
+  "unchanged" (no extension, no fine-tuning) | "none" | "pi" | "yarn" (each fine-tuned
+  ``fine_tune_steps`` at the longer length), "factor", "seed", "loss" (held-out, every
+  position), "accuracy", "loss_beyond" and "accuracy_beyond" (positions from the training
+  length on; null at factor 1), "fine_tune_steps", "attention_factor"}``.
+- ``results["sinks"]``: rows ``{"model": "plain" | "sink_logit" | "gated", "seed",
+  "first_position_share" (mean weight of the late queries on position 0, over layers,
+  heads and held-out windows), "uniform_share" (the mean of 1 / (i + 1) over those
+  queries), "sink_weight" (the weight a learned sink logit takes, null without one),
+  "loss_dense" (every earlier token seen), "loss_window" (the last ``window`` tokens only),
+  "loss_window_sinks" (the first ``num_sinks`` and the last ``window - num_sinks``), each
+  on the positions from ``window`` on of windows ``eval_factor`` x the training length,
+  "loss_by_position" ({"dense" | "window" | "window_sinks": [mean loss of each block of
+  ``block`` positions]}), "training_loss"}``.
+"""
+
+import argparse
+import copy
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attention_course import findings
+from attention_course.data.recall import associative_recall
+from attention_course.language_model import (
+    DecoderLM,
+    LMConfig,
+    LMParts,
+    counting_sampler,
+    counting_text,
+    counting_vocab,
+    latent_attention_part,
+    lm_loss,
+    next_token_accuracy,
+    train_lm,
+)
+from attention_course.recall_model import (
+    MixerParts,
+    RecallConfig,
+    RecallModel,
+    delta_rule_parallel,
+    recall_accuracy,
+    state_numbers,
+    train_recall,
+)
+from attention_course.training import parameter_count
+from autograder.reference.language_model import PARTS, attention
+from autograder.reference.multi_head import merge_heads, split_heads
+from autograder.reference.since_2023 import (
+    LatentAttention,
+    apply_rotary_frequencies,
+    interpolated_frequencies,
+    linear_attention,
+    rotary_frequencies,
+    softmax_with_sink,
+    yarn_attention_factor,
+    yarn_frequencies,
+)
+from benchmarks.tables import markdown_table
+
+HERE = Path(__file__).resolve().parent
+OUT_MD, OUT_JSON = HERE / "since_2023.md", HERE / "since_2023.json"
+FINDINGS = ("recall", "latent_cache", "stretching", "sinks")
+TARGETS = ("recall", "latent_cache", "stretching")
+SEEDS = [0, 1, 2]
+SETTINGS = {
+    "recall": {"num_pairs": [8, 16, 32], "d_model": 16, "num_heads": 1, "num_layers": 2,
+               "d_ff": 64, "steps": 1500, "batch_size": 64, "lr": 3e-3,
+               "eval_sequences": 512},
+    "counting": {"length": 64, "batch_size": 32, "steps": 300, "lr": 3e-3, "d_model": 64,
+                 "num_heads": 4, "num_layers": 2, "d_ff": 256, "eval_windows": 64},
+    "latent_cache": {"num_kv_heads": {"MHA": 4, "GQA": 2, "MQA": 1}, "d_latent": 32,
+                     "d_rope": 8},
+    "stretching": {"factors": [2, 4, 8], "fine_tune_steps": 50, "fine_tune_batch": 8,
+                   "fine_tune_lr": 1e-3, "eval_windows": 32, "yarn_alpha": 1.0,
+                   "yarn_beta": 32.0},
+    "sinks": {"eval_factor": 4, "window": 32, "num_sinks": 4, "eval_windows": 32,
+              "late": 32, "block": 16},
+}  # fmt: skip
+TUNING = {
+    "seeds": [100, 101, 102],
+    "note": "(filled in below)",
+}
+
+RECALL_PARTS = MixerParts(attention, linear_attention, delta_rule_parallel)
+
+
+def held_out(length: int, windows: int):
+    """Windows of the counting stream from a generator no training run uses."""
+    return counting_text(windows, length, torch.Generator().manual_seed(12345))
+
+
+# ------------------------------------------------------------------ 1. recall
+
+
+def recall_run(mixer: str, num_pairs: int, seed: int) -> dict:
+    s = SETTINGS["recall"]
+    cfg = RecallConfig(
+        mixer=mixer,
+        d_model=s["d_model"],
+        num_heads=s["num_heads"],
+        num_layers=s["num_layers"],
+        d_ff=s["d_ff"],
+    )
+    torch.manual_seed(seed)
+    model = RecallModel(cfg, RECALL_PARTS)
+    history = train_recall(
+        model,
+        num_pairs,
+        max_steps=s["steps"],
+        batch_size=s["batch_size"],
+        lr=s["lr"],
+        seed=seed,
+    )
+    model.eval()
+    x, y = associative_recall(
+        s["eval_sequences"], num_pairs, num_pairs, torch.Generator().manual_seed(54321)
+    )
+    length = x.size(1)
+    return {
+        "mixer": mixer,
+        "num_pairs": num_pairs,
+        "seed": seed,
+        "accuracy": recall_accuracy(model, x, y),
+        "state_numbers_per_layer": state_numbers(cfg, length) // cfg.num_layers,
+        "sequence_length": length,
+        "parameters": parameter_count(model),
+        "steps": len(history.steps),
+        "seconds": round(history.seconds, 1),
+        "final_training_loss": history.losses[-1],
+    }
+
+
+# ------------------------------------------------------------------ 2. latent cache
+
+
+def counting_config(**changes) -> LMConfig:
+    s = SETTINGS["counting"]
+    base = dict(
+        vocab_size=len(counting_vocab()),
+        d_model=s["d_model"],
+        num_heads=s["num_heads"],
+        num_kv_heads=s["num_heads"],
+        num_layers=s["num_layers"],
+        d_ff=s["d_ff"],
+        position="rotary",
+    )
+    return LMConfig(**{**base, **changes})
+
+
+def train_counting(cfg: LMConfig, parts: LMParts, seed: int):
+    s = SETTINGS["counting"]
+    torch.manual_seed(seed)
+    model = DecoderLM(cfg, parts)
+    history = train_lm(
+        model,
+        counting_sampler(s["length"]),
+        max_steps=s["steps"],
+        batch_size=s["batch_size"],
+        lr=s["lr"],
+        seed=seed,
+    )
+    model.eval()
+    return model, history
+
+
+def latent_run(kind: str, seed: int) -> dict:
+    s, lc = SETTINGS["counting"], SETTINGS["latent_cache"]
+    d_k = s["d_model"] // s["num_heads"]
+    if kind == "MLA":
+        cfg = counting_config()
+        parts = LMParts(latent_attention_part(LatentAttention, lc["d_latent"], lc["d_rope"]))
+        numbers = lc["d_latent"] + lc["d_rope"]
+    else:
+        cfg = counting_config(num_kv_heads=lc["num_kv_heads"][kind])
+        parts = PARTS
+        numbers = 2 * lc["num_kv_heads"][kind] * d_k
+    model, history = train_counting(cfg, parts, seed)
+    x, y = held_out(s["length"], s["eval_windows"])
+    with torch.no_grad():
+        loss = lm_loss(model, (x, y)).item()
+    return {
+        "attention": kind,
+        "seed": seed,
+        "held_out_loss": loss,
+        "accuracy": next_token_accuracy(model, x, y),
+        "cache_numbers_per_token_per_layer": numbers,
+        "cache_bytes_per_token": numbers * cfg.num_layers * 4,
+        "parameters": parameter_count(model),
+        "steps": len(history.steps),
+        "seconds": round(history.seconds, 1),
+        "final_training_loss": history.losses[-1],
+    }
+
+
+# ------------------------------------------------------------------ 3 and 4: one attention
+
+
+class StretchedAttention(nn.Module):
+    r"""Chapter 08's grouped-query attention (the same weights, W_q, W_k, W_v, W_o) with
+    rotary positions of any frequencies ``theta`` (d_k/2,), the logits multiplied by
+    ``factor`` (YaRN's attention factor), optionally a learned sink logit per head
+    (``softmax_with_sink``) or a sigmoid gate on each head's output (computed from the
+    layer's input), and StreamingLLM's positions for the first ``num_sinks`` keys: a query
+    that no longer sees the keys between the sinks and its window scores the sinks as if
+    it stood at position ``sink_distance`` (the cache's last slot), not at its own.
+
+    With the defaults it computes what ``GroupedQueryAttention`` does."""
+
+    def __init__(self, d_model, num_heads, num_kv_heads, sink_logit=False, gate=False):
+        super().__init__()
+        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
+        self.d_k = d_model // num_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=False)
+        self.W_k = nn.Linear(d_model, num_kv_heads * self.d_k, bias=False)
+        self.W_v = nn.Linear(d_model, num_kv_heads * self.d_k, bias=False)
+        self.W_o = nn.Linear(d_model, d_model, bias=False)
+        self.sink = nn.Parameter(torch.zeros(num_heads)) if sink_logit else None
+        self.W_gate = nn.Linear(d_model, d_model) if gate else None
+        self.register_buffer("theta", rotary_frequencies(self.d_k).float(), persistent=False)
+        self.factor, self.num_sinks, self.sink_distance = 1.0, 0, None
+        self.last_sink_weight = None
+
+    def forward(self, x, mask=None, positions=None, cache=None):
+        Q = split_heads(self.W_q(x), self.num_heads)  # (B, h, T, d_k)
+        K = split_heads(self.W_k(x), self.num_kv_heads)
+        V = split_heads(self.W_v(x), self.num_kv_heads)
+        group = self.num_heads // self.num_kv_heads
+        K, V = K.repeat_interleave(group, dim=1), V.repeat_interleave(group, dim=1)
+        T = x.size(1)
+        pos = torch.arange(T) if positions is None else positions
+        Qr = apply_rotary_frequencies(Q, pos, self.theta) * self.factor
+        Kr = apply_rotary_frequencies(K, pos, self.theta)
+        scores = Qr @ Kr.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, h, T, T)
+        if self.num_sinks:
+            s = self.num_sinks
+            moved = apply_rotary_frequencies(Q, pos.clamp(max=self.sink_distance), self.theta)
+            sink_scores = moved * self.factor @ Kr[..., :s, :].transpose(-2, -1)
+            scores = torch.cat([sink_scores / math.sqrt(self.d_k), scores[..., s:]], dim=-1)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        if self.sink is not None:
+            weights = softmax_with_sink(scores, self.sink)
+            self.last_sink_weight = 1 - weights.sum(-1)  # (B, h, T)
+        else:
+            weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+        heads = weights @ V  # (B, h, T, d_k)
+        if self.W_gate is not None:
+            heads = heads * torch.sigmoid(split_heads(self.W_gate(x), self.num_heads))
+        return self.W_o(merge_heads(heads)), weights
+
+
+def stretched_parts(sink_logit=False, gate=False) -> LMParts:
+    def build(d_model, num_heads, num_kv_heads):
+        return StretchedAttention(d_model, num_heads, num_kv_heads, sink_logit, gate)
+
+    return LMParts(build)
+
+
+def set_rotary(model: DecoderLM, theta: torch.Tensor, factor: float = 1.0):
+    for block in model.blocks:
+        block.attention.theta = theta.float()
+        block.attention.factor = factor
+
+
+def as_stretchable(model: DecoderLM) -> DecoderLM:
+    """A copy of a model built with the reference parts whose attention takes any rotary
+    frequencies (the same weights)."""
+    out = DecoderLM(model.cfg, stretched_parts())
+    out.load_state_dict(model.state_dict())
+    return out.eval()
+
+
+@torch.no_grad()
+def evaluate_long(model, factor: int, windows: int) -> dict:
+    L = SETTINGS["counting"]["length"]
+    x, y = held_out(factor * L, windows)
+    logits, _ = model(x)
+    loss = F.cross_entropy(logits.transpose(1, 2), y, reduction="none")  # (B, T)
+    right = (logits.argmax(-1) == y).float()
+    beyond = factor > 1
+    return {
+        "loss": loss.mean().item(),
+        "accuracy": right.mean().item(),
+        "loss_beyond": loss[:, L:].mean().item() if beyond else None,
+        "accuracy_beyond": right[:, L:].mean().item() if beyond else None,
+    }
+
+
+def stretching_runs(seed: int) -> list[dict]:
+    s, st = SETTINGS["counting"], SETTINGS["stretching"]
+    L = s["length"]
+    base, _ = train_counting(counting_config(), PARTS, seed)
+    base = as_stretchable(base)
+    d_k = s["d_model"] // s["num_heads"]
+    theta = rotary_frequencies(d_k)
+    rows = [{"method": "trained", "factor": 1, **evaluate_long(base, 1, st["eval_windows"])}]
+    for factor in st["factors"]:
+        rows.append(
+            {"method": "unchanged", "factor": factor}
+            | evaluate_long(base, factor, st["eval_windows"])
+        )
+        methods = {
+            "none": (theta, 1.0),
+            "pi": (interpolated_frequencies(theta, factor), 1.0),
+            "yarn": (
+                yarn_frequencies(theta, factor, L, st["yarn_alpha"], st["yarn_beta"]),
+                yarn_attention_factor(factor),
+            ),
+        }
+        for method, (freqs, attn_factor) in methods.items():
+            model = copy.deepcopy(base).train()
+            set_rotary(model, freqs, attn_factor)
+            train_lm(
+                model,
+                counting_sampler(factor * L),
+                max_steps=st["fine_tune_steps"],
+                batch_size=st["fine_tune_batch"],
+                lr=st["fine_tune_lr"],
+                seed=seed + 1000 * factor,
+            )
+            model.eval()
+            rows.append(
+                {"method": method, "factor": factor}
+                | evaluate_long(model, factor, st["eval_windows"])
+                | {"attention_factor": attn_factor}
+            )
+    for row in rows:
+        row["seed"] = seed
+        row.setdefault("attention_factor", 1.0)
+        row["fine_tune_steps"] = st["fine_tune_steps"] if row["method"] in methods else 0
+    return rows
+
+
+# ------------------------------------------------------------------ 4. sinks
+
+
+def streaming_mask(T: int, window: int, num_sinks: int) -> torch.Tensor:
+    """(T, T) bool: query i sees the last ``window - num_sinks`` keys up to itself and the
+    first ``num_sinks`` (a StreamingLLM cache of ``window`` slots); ``num_sinks = 0``: a
+    sliding cache of ``window``."""
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    recent = (j <= i) & (i - j < window - num_sinks)
+    return recent | ((j < num_sinks) & (j <= i))
+
+
+@torch.no_grad()
+def run_with_mask(model: DecoderLM, x, mask, num_sinks=0, sink_distance=None):
+    for block in model.blocks:
+        block.attention.num_sinks, block.attention.sink_distance = num_sinks, sink_distance
+    h = model.embed(x)
+    positions = torch.arange(x.size(1))
+    weights = []
+    for block in model.blocks:
+        h, w = block(h, mask[None, None], positions, None)
+        weights.append(w)
+    for block in model.blocks:
+        block.attention.num_sinks, block.attention.sink_distance = 0, None
+    return model.norm(h) @ model.embed.weight.T, weights
+
+
+def sinks_run(kind: str, seed: int, plain: DecoderLM | None = None) -> dict:
+    s, sk = SETTINGS["counting"], SETTINGS["sinks"]
+    L, w, n_s = s["length"], sk["window"], sk["num_sinks"]
+    if plain is None:
+        parts = stretched_parts(sink_logit=kind == "sink_logit", gate=kind == "gated")
+        model, history = train_counting(counting_config(), parts, seed)
+        training_loss = history.losses[-1]
+    else:
+        model, training_loss = plain, None
+    # the first position's share, on training-length windows
+    x, _ = held_out(L, sk["eval_windows"])
+    _, weights = run_with_mask(model, x, torch.ones(L, L, dtype=torch.bool).tril())
+    late = torch.arange(L - sk["late"], L)
+    share = torch.stack([wt[:, :, late, 0] for wt in weights]).mean().item()
+    sink_weight = None
+    if kind == "sink_logit":
+        sink_weight = torch.stack(
+            [b.attention.last_sink_weight[:, :, late] for b in model.blocks]
+        ).mean().item()  # fmt: skip
+    # the streaming losses, on windows eval_factor x as long
+    T = sk["eval_factor"] * L
+    x, y = held_out(T, sk["eval_windows"])
+    losses = {}
+    for name, mask, sinks in (
+        ("dense", torch.ones(T, T, dtype=torch.bool).tril(), 0),
+        ("window", streaming_mask(T, w, 0), 0),
+        ("window_sinks", streaming_mask(T, w, n_s), n_s),
+    ):
+        logits, _ = run_with_mask(model, x, mask, sinks, w - 1)
+        per = F.cross_entropy(logits.transpose(1, 2), y, reduction="none").mean(0)  # (T,)
+        losses[name] = per
+    return {
+        "model": kind,
+        "seed": seed,
+        "first_position_share": share,
+        "uniform_share": (1.0 / (late + 1).float()).mean().item(),
+        "sink_weight": sink_weight,
+        **{f"loss_{k}": v[w:].mean().item() for k, v in losses.items()},
+        "loss_by_position": {
+            k: v.view(-1, sk["block"]).mean(-1).tolist() for k, v in losses.items()
+        },
+        "training_loss": training_loss,
+    }
+
+
+# ------------------------------------------------------------------ running and judging
+
+
+def run(only, seeds) -> dict:
+    results = {}
+    if "recall" in only:
+        s = SETTINGS["recall"]
+        results["recall"] = [
+            recall_run(m, n, seed)
+            for seed in seeds
+            for n in s["num_pairs"]
+            for m in ("softmax", "linear", "delta")
+        ]
+    if "latent_cache" in only:
+        results["latent_cache"] = [
+            latent_run(k, seed) for seed in seeds for k in ("MHA", "GQA", "MQA", "MLA")
+        ]
+    if "stretching" in only:
+        results["stretching"] = [row for seed in seeds for row in stretching_runs(seed)]
+    if "sinks" in only:
+        rows = []
+        for seed in seeds:
+            plain, _ = train_counting(counting_config(), stretched_parts(), seed)
+            rows.append(sinks_run("plain", seed, plain))
+            rows += [sinks_run(k, seed) for k in ("sink_logit", "gated")]
+        results["sinks"] = rows
+    return results
+
+
+def verdicts(results: dict) -> dict[str, findings.Verdict]:
+    """Each finding run, judged by the function the book's page uses to say "held"."""
+    judge = {
+        "recall": findings.recall,
+        "latent_cache": findings.latent_cache,
+        "stretching": findings.stretching,
+        "sinks": findings.sinks,
+    }
+    return {name: judge[name](_jsonable(rows)) for name, rows in results.items()}
+
+
+def summary_md(data: dict) -> str:
+    lines = [
+        "# Chapter 10: attention since 2023, four findings at small scale",
+        "",
+        f"Measured {data['date']} on {data['machine']}, one thread per run, with "
+        f"`{'`, `'.join(sorted(set(data['commands'].values())))}`. Seeds: each command's "
+        f"({', '.join(map(str, SEEDS))} where it names none); settings chosen on seeds "
+        f"{TUNING['seeds']}: {TUNING['note']}",
+        "",
+    ]
+    r = data["results"]
+    if "recall" in r:
+        head = ["mixer", "pairs", "seed", "accuracy", "state numbers a layer", "parameters"]
+        rows = [
+            [row["mixer"], row["num_pairs"], row["seed"], f"{row['accuracy']:.3f}"]
+            + [row["state_numbers_per_layer"], row.get("parameters", "")]
+            for row in r["recall"]
+        ]
+        lines += ["## Multi-query associative recall", "", markdown_table(head, rows), ""]
+    if "latent_cache" in r:
+        head = ["attention", "seed", "held-out loss", "accuracy"]
+        head += ["cache numbers/token/layer", "parameters"]
+        rows = [
+            [row["attention"], row["seed"], f"{row['held_out_loss']:.4f}"]
+            + [f"{row['accuracy']:.4f}", row["cache_numbers_per_token_per_layer"]]
+            + [row.get("parameters", "")]
+            for row in r["latent_cache"]
+        ]
+        lines += ["## Latent attention's cache (counting task)", ""]
+        lines += [markdown_table(head, rows), ""]
+    if "stretching" in r:
+        head = ["method", "factor", "seed", "loss", "accuracy", "loss beyond", "accuracy beyond"]
+        rows = [
+            [row["method"], row["factor"], row["seed"], f"{row['loss']:.3f}"]
+            + [f"{row['accuracy']:.3f}"]
+            + [
+                "" if row.get(k) is None else f"{row[k]:.3f}"
+                for k in ("loss_beyond", "accuracy_beyond")
+            ]
+            for row in r["stretching"]
+        ]
+        lines += ["## Stretching rotary positions (trained on 64 tokens)", ""]
+        lines += [markdown_table(head, rows), ""]
+    if "sinks" in r:
+        head = ["model", "seed", "weight on position 0", "uniform", "sink weight"]
+        head += ["loss dense", "window", "window + sinks"]
+        rows = [
+            [row["model"], row["seed"], f"{row['first_position_share']:.4f}"]
+            + [f"{row['uniform_share']:.4f}"]
+            + ["" if row["sink_weight"] is None else f"{row['sink_weight']:.3f}"]
+            + [f"{row[k]:.3f}" for k in ("loss_dense", "loss_window", "loss_window_sinks")]
+            for row in r["sinks"]
+        ]
+        lines += ["## Attention sinks", "", markdown_table(head, rows), ""]
+    lines += ["## Verdicts (attention_course/findings.py, as the page says them)", ""]
+    lines += [
+        f"- {v.line(name)}" + ("" if name in TARGETS else " [reported, not a target]")
+        for name, v in verdicts(r).items()
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, float):
+        return round(x, 6)
+    return x
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", nargs="+", choices=FINDINGS, default=list(FINDINGS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=SEEDS)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    start = time.perf_counter()
+    results = run(args.only, args.seeds)
+    data = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()}, Python {platform.python_version()}",
+        "commands": {
+            f: "python -m benchmarks.since_2023 " + " ".join(argv or sys.argv[1:])
+            for f in args.only
+        },
+        "seconds": round(time.perf_counter() - start),
+        "seeds": args.seeds,
+        "settings": SETTINGS,
+        "tuning": TUNING,
+        "targets": list(TARGETS),
+        "results": _jsonable(results),
+    }
+    print(summary_md(data))
+    missed = []
+    for name, verdict in verdicts(results).items():
+        print(verdict.line(name) + ("" if name in TARGETS else " [reported, not a target]"))
+        if name in TARGETS and not verdict.held:
+            missed.append(name)
+    if args.write:
+        previous = json.loads(OUT_JSON.read_text()) if OUT_JSON.exists() else {}
+        data["results"] = {**previous.get("results", {}), **data["results"]}
+        data["commands"] = {**previous.get("commands", {}), **data["commands"]}
+        OUT_JSON.write_text(json.dumps(data, indent=1) + "\n")
+        OUT_MD.write_text(summary_md(data))
+    if missed:
+        print(f"missed on seeds {args.seeds}: {', '.join(missed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

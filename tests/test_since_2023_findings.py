@@ -1,0 +1,143 @@
+"""Chapter 10's findings (attention_course/findings.py, benchmarks/since_2023.py): each rule
+fails when its finding is missed, on canned rows, and the benchmark exits 1 on a miss."""
+
+import pytest
+import torch
+
+from attention_course import findings
+from attention_course.recall_model import delta_rule_parallel
+from autograder.reference.since_2023 import delta_rule
+from benchmarks import since_2023
+
+SEEDS = (0, 1, 2)
+
+
+def recall_rows(softmax=1.0, linear=0.3, delta=0.5, seeds=SEEDS):
+    rows = []
+    for seed in seeds:
+        for n, scale in ((8, 1.0), (16, 0.9), (32, 0.8)):
+            for mixer, top in (("softmax", softmax), ("linear", linear), ("delta", delta)):
+                acc = top if n == 32 else min(1.0, top / scale)
+                rows.append(
+                    {"mixer": mixer, "num_pairs": n, "seed": seed, "accuracy": acc,
+                     "state_numbers_per_layer": 256}
+                )  # fmt: skip
+    return rows
+
+
+def test_recall_needs_softmax_to_keep_recalling_and_both_recurrent_mixers_behind():
+    held = findings.recall(recall_rows())
+    assert held.held and held.facts["delta_between"] and held.facts["largest"] == 32
+    assert held.facts["accuracy"]["linear"][32]["mean"] == pytest.approx(0.3)
+    assert not findings.recall(recall_rows(softmax=0.85)).held  # softmax no longer recalls
+    assert not findings.recall(recall_rows(delta=0.9)).held  # delta as good as softmax
+    swapped = findings.recall(recall_rows(linear=0.5, delta=0.3))
+    assert swapped.held and not swapped.facts["delta_between"]
+    assert not findings.recall([]).held
+
+
+def latent_rows(mla_gap=0.02, mla_cache=40, seeds=SEEDS):
+    rows = []
+    for seed in seeds:
+        base = 0.16 + 0.002 * seed
+        for kind, gap, cache in (("MHA", 0, 128), ("GQA", 0.01, 64), ("MQA", 0.03, 32),
+                                 ("MLA", mla_gap, mla_cache)):  # fmt: skip
+            rows.append(
+                {"attention": kind, "seed": seed, "held_out_loss": base * (1 + gap),
+                 "accuracy": 0.95, "cache_numbers_per_token_per_layer": cache}
+            )  # fmt: skip
+    return rows
+
+
+def test_latent_cache_needs_a_smaller_cache_and_a_close_loss():
+    held = findings.latent_cache(latent_rows())
+    assert held.held and held.facts["mean_gap"]["MLA"] == pytest.approx(0.02)
+    assert not findings.latent_cache(latent_rows(mla_gap=0.2)).held
+    assert not findings.latent_cache(latent_rows(mla_cache=64)).held
+    assert not findings.latent_cache([]).held
+
+
+def stretching_rows(pi=0.3, yarn=0.25, none=0.5, seeds=SEEDS):
+    rows = []
+    for seed in seeds:
+        rows.append(
+            {"method": "trained", "factor": 1, "seed": seed, "loss": 0.15, "accuracy": 0.95}
+        )
+        for f in (2, 4, 8):
+            for method, loss in (("unchanged", 1.0), ("none", none), ("pi", pi), ("yarn", yarn)):
+                rows.append(
+                    {"method": method, "factor": f, "seed": seed, "loss": loss * f / 4,
+                     "accuracy": 0.9}
+                )  # fmt: skip
+    return rows
+
+
+def test_stretching_needs_pi_and_yarn_below_no_extension_at_4x_and_8x():
+    held = findings.stretching(stretching_rows())
+    assert held.held and held.facts["beats"]["pi"][8] == 3 and held.facts["yarn_below_pi"] == 9
+    assert not findings.stretching(stretching_rows(pi=0.6)).held
+    assert not findings.stretching(stretching_rows(yarn=0.5)).held  # a tie is no win
+    assert not findings.stretching([]).held
+
+
+def sink_rows(share=0.2, window=1.0, window_sinks=0.5, seeds=SEEDS):
+    rows = []
+    for seed in seeds:
+        for model in ("plain", "sink_logit", "gated"):
+            rows.append(
+                {"model": model, "seed": seed, "uniform_share": 0.02,
+                 "first_position_share": share if model == "plain" else 0.01,
+                 "sink_weight": 0.3 if model == "sink_logit" else None,
+                 "loss_dense": 0.9, "loss_window": window, "loss_window_sinks": window_sinks}
+            )  # fmt: skip
+    return rows
+
+
+def test_sinks_need_a_heavy_first_position_and_a_loss_that_the_sinks_save():
+    held = findings.sinks(sink_rows())
+    assert held.held and held.facts["ratio"]["plain"] == pytest.approx(10)
+    assert held.facts["sink_weight"]["mean"] == pytest.approx(0.3)
+    none = findings.sinks(sink_rows(share=0.02))
+    assert not none.held and not none.facts["sink_at_first"] and none.facts["sinks_help"]
+    assert not findings.sinks(sink_rows(window_sinks=0.98)).held
+
+
+def test_the_parallel_delta_rule_is_the_recurrence():
+    g = torch.Generator().manual_seed(0)
+    Q, K = (torch.nn.functional.normalize(torch.randn(2, 3, 20, 8, generator=g), dim=-1)
+            for _ in range(2))  # fmt: skip
+    V, beta = torch.randn(2, 3, 20, 5, generator=g), torch.rand(2, 3, 20, generator=g)
+    out, state = delta_rule_parallel(Q, K, V, beta)
+    want, want_state = delta_rule(Q, K, V, beta)
+    torch.testing.assert_close(out, want, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(state, want_state, atol=1e-5, rtol=1e-4)
+
+
+def test_the_stretchable_attention_is_chapter_08s_with_the_default_frequencies():
+    from attention_course.language_model import DecoderLM
+
+    torch.manual_seed(0)
+    model = DecoderLM(since_2023.counting_config(), since_2023.PARTS).eval()
+    x = torch.randint(0, model.cfg.vocab_size, (2, 24))
+    with torch.no_grad():
+        torch.testing.assert_close(
+            since_2023.as_stretchable(model)(x)[0], model(x)[0], atol=1e-4, rtol=1e-4
+        )
+
+
+@pytest.mark.parametrize(
+    "only, rows, status",
+    [
+        ("recall", recall_rows(), 0),
+        ("recall", recall_rows(delta=0.95), 1),
+        ("latent_cache", latent_rows(), 0),
+        ("latent_cache", latent_rows(mla_gap=0.3), 1),
+        ("stretching", stretching_rows(), 0),
+        ("stretching", stretching_rows(pi=0.7), 1),
+        ("sinks", sink_rows(share=0.02), 0 if "sinks" not in since_2023.TARGETS else 1),
+    ],
+)
+def test_the_benchmark_exits_1_on_a_missed_target(monkeypatch, only, rows, status):
+    monkeypatch.setattr(since_2023, "run", lambda finding, seeds: {only: rows})
+    monkeypatch.setattr(since_2023.torch, "set_num_threads", lambda n: None)  # this process's
+    assert since_2023.main(["--only", only, "--seeds", "0", "1", "2"]) == status
