@@ -90,6 +90,12 @@ FORBIDDEN: dict[str, dict[str, tuple[str, ...]]] = {
     "09_vision_transformer": {
         "patchify": ("functional.unfold", "F.unfold", "nn.Unfold"),
     },
+    "10_attention_since_2023": {
+        "latent_attention": (
+            "functional.scaled_dot_product_attention",
+            "nn.MultiheadAttention",
+        ),
+    },
 }
 
 # Names the tests call: a solution cell that binds one of them changes the tests.

@@ -20,6 +20,7 @@ ALL_CHAPTERS = (
     "07_spatial_transformer",
     "08_language_models",
     "09_vision_transformer",
+    "10_attention_since_2023",
 )
 
 

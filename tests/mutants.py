@@ -163,6 +163,16 @@ UNCATALOGUED: dict[str, list[Mistake]] = {
             "test_attention_rollout",
         )
     ],
+    "10_attention_since_2023": [
+        mistake(
+            "delta-beta-ignored",
+            "delta_rule",
+            "the error is written at full strength, beta_t left out",
+            "S = S + beta[..., t, None, None] * error[..., :, None] * k[..., None, :]",
+            "S = S + error[..., :, None] * k[..., None, :]",
+            "test_delta_rule",
+        )
+    ],
 }
 
 

@@ -124,6 +124,7 @@ REFERENCE = {
     ],
     "08_language_models": ["autograder/reference/language_model.py"],
     "09_vision_transformer": ["autograder/reference/vision_transformer.py"],
+    "10_attention_since_2023": ["autograder/reference/since_2023.py"],
 }
 
 
