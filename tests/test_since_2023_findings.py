@@ -57,14 +57,15 @@ def test_latent_cache_needs_a_smaller_cache_and_a_close_loss():
     assert not findings.latent_cache([]).held
 
 
-def stretching_rows(pi=0.3, yarn=0.25, none=0.5, seeds=SEEDS):
+def stretching_rows(pi=0.3, yarn=0.25, none=0.1, seeds=SEEDS):
     rows = []
     for seed in seeds:
         rows.append(
             {"method": "trained", "factor": 1, "seed": seed, "loss": 0.15, "accuracy": 0.95}
         )
         for f in (2, 4, 8):
-            for method, loss in (("unchanged", 1.0), ("none", none), ("pi", pi), ("yarn", yarn)):
+            for method, loss in (("unchanged", 1.0), ("pi_untuned", 2.0), ("yarn_untuned", 0.8),
+                                 ("none", none), ("pi", pi), ("yarn", yarn)):  # fmt: skip
                 rows.append(
                     {"method": method, "factor": f, "seed": seed, "loss": loss * f / 4,
                      "accuracy": 0.9}
@@ -72,11 +73,16 @@ def stretching_rows(pi=0.3, yarn=0.25, none=0.5, seeds=SEEDS):
     return rows
 
 
-def test_stretching_needs_pi_and_yarn_below_no_extension_at_4x_and_8x():
+def test_stretching_needs_no_extension_ahead_of_pi_and_yarn_at_4x_and_8x():
     held = findings.stretching(stretching_rows())
-    assert held.held and held.facts["beats"]["pi"][8] == 3 and held.facts["yarn_below_pi"] == 9
-    assert not findings.stretching(stretching_rows(pi=0.6)).held
-    assert not findings.stretching(stretching_rows(yarn=0.5)).held  # a tie is no win
+    assert held.held and not held.facts["papers_order"] and held.facts["beats"]["pi"][8] == 0
+    assert held.facts["yarn_below_pi"] == held.facts["pairs"] == 9
+    assert held.facts["untuned_yarn_below_unchanged"] == 9
+    assert held.facts["untuned_pi_below_unchanged"] == 0
+    assert not findings.stretching(stretching_rows(pi=0.05)).held
+    assert not findings.stretching(stretching_rows(yarn=0.1)).held  # a tie is no win
+    papers = findings.stretching(stretching_rows(pi=0.05, yarn=0.04))
+    assert not papers.held and papers.facts["papers_order"]
     assert not findings.stretching([]).held
 
 
@@ -133,7 +139,7 @@ def test_the_stretchable_attention_is_chapter_08s_with_the_default_frequencies()
         ("latent_cache", latent_rows(), 0),
         ("latent_cache", latent_rows(mla_gap=0.3), 1),
         ("stretching", stretching_rows(), 0),
-        ("stretching", stretching_rows(pi=0.7), 1),
+        ("stretching", stretching_rows(pi=0.05), 1),
         ("sinks", sink_rows(share=0.02), 0 if "sinks" not in since_2023.TARGETS else 1),
     ],
 )
