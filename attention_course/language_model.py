@@ -389,9 +389,8 @@ class PositionsFirst(nn.Module):
         self.layer = layer
 
     def forward(self, x, mask=None, positions=None, cache=None):
-        if positions is None:
-            positions = torch.arange(x.size(1), device=x.device)
-        return self.layer(x, positions, mask, cache)
+        numbered = torch.arange(x.size(1), device=x.device) if positions is None else positions
+        return self.layer(x, numbered, mask, cache)
 
 
 def latent_attention_part(latent_class: Callable, d_latent: int, d_rope: int, d_head=None):
