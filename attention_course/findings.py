@@ -232,7 +232,8 @@ def recall(rows: list[dict], recalled: float = RECALLED, gap: float = RECALL_GAP
     the largest both recurrent mixers are more than ``gap`` below it. The order of the two
     recurrent ones at the largest is reported, not judged: ``delta_above_linear`` counts the
     seeds where the delta rule recalls more than linear attention (of ``seeds``), and
-    ``delta_between`` whether it does on every seed."""
+    ``delta_between`` whether it does on every seed; ``held_on_seeds`` the seeds on which
+    the rule holds by itself."""
     pairs = sorted({r["num_pairs"] for r in rows})
     mixers = ("softmax", "linear", "delta")
     acc = {m: {} for m in mixers}
@@ -250,6 +251,11 @@ def recall(rows: list[dict], recalled: float = RECALLED, gap: float = RECALL_GAP
 
     def at(m, n, s):
         return acc[m][n]["by_seed"][s]
+
+    def holds_on(s):
+        return all(at("softmax", n, s) >= recalled for n in pairs) and all(
+            at("softmax", top, s) - at(m, top, s) > gap for m in ("linear", "delta")
+        )
 
     softmax_keeps = all(at("softmax", n, s) >= recalled for n in pairs for s in seeds)
     behind = all(
@@ -271,6 +277,7 @@ def recall(rows: list[dict], recalled: float = RECALLED, gap: float = RECALL_GAP
             "accuracy": acc,
             "softmax_keeps": softmax_keeps,
             "recurrent_behind": behind,
+            "held_on_seeds": [s for s in seeds if holds_on(s)],
             "delta_above_linear": len(above),
             "delta_between": len(above) == len(seeds),
             "state_numbers_per_layer": states,

@@ -28,6 +28,7 @@ def recall_rows(softmax=1.0, linear=0.3, delta=0.5, seeds=SEEDS):
 def test_recall_needs_softmax_to_keep_recalling_and_both_recurrent_mixers_behind():
     held = findings.recall(recall_rows())
     assert held.held and held.facts["delta_between"] and held.facts["largest"] == 32
+    assert held.facts["held_on_seeds"] == list(SEEDS)
     assert held.facts["accuracy"]["linear"][32]["mean"] == pytest.approx(0.3)
     assert not findings.recall(recall_rows(softmax=0.85)).held  # softmax no longer recalls
     assert not findings.recall(recall_rows(delta=0.9)).held  # delta as good as softmax
