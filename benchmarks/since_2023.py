@@ -86,7 +86,6 @@ from attention_course.recall_model import (
     MixerParts,
     RecallConfig,
     RecallModel,
-    delta_rule_parallel,
     recall_accuracy,
     state_numbers,
     train_recall,
@@ -97,6 +96,7 @@ from autograder.reference.multi_head import merge_heads, split_heads
 from autograder.reference.since_2023 import (
     LatentAttention,
     apply_rotary_frequencies,
+    delta_rule_parallel,
     interpolated_frequencies,
     linear_attention,
     rotary_frequencies,

@@ -203,6 +203,29 @@ def delta_rule(Q, K, V, beta, alpha=None):
     return torch.stack(outputs, dim=-2), S
 
 
+def delta_rule_parallel(Q, K, V, beta):
+    r"""The delta rule (no decay, no gate) computed for every position at once,
+    for speed: the same outputs and final state as the recurrence, to rounding.
+
+    Unrolled, S_t = S_{t-1} + u_t k_t^T with the write u_t = beta_t (v_t - S_{t-1} k_t), so
+    (starting from S_0 = 0) u_t = beta_t (v_t - sum_{s<t} (k_s^T k_t) u_s): the writes solve
+    one unit lower-triangular system (I + diag(beta) strictly_lower(K K^T)) U = diag(beta) V
+    (the "WY" form of Yang et al. 2024, in a single chunk), and o_t = S_t q_t =
+    sum_{s<=t} (k_s^T q_t) u_s. Costs O(T^2) like attention; no loop over time.
+    Q, K (..., T, d_k), V (..., T, d_v), beta (..., T). Returns (..., T, d_v) and the final
+    state (..., d_v, d_k)."""
+    T = Q.size(-2)
+    earlier = torch.ones(T, T, dtype=torch.bool, device=Q.device).tril(-1)  # s < t
+    overlap = (K @ K.transpose(-2, -1)).masked_fill(~earlier, 0.0) * beta[..., :, None]
+    system = overlap + torch.eye(T, dtype=Q.dtype, device=Q.device)  # (..., T, T)
+    writes = torch.linalg.solve_triangular(
+        system, beta[..., None] * V, upper=False, unitriangular=True
+    )  # (..., T, d_v): u_t
+    upto = earlier | torch.eye(T, dtype=torch.bool, device=Q.device)  # s <= t
+    reads = (Q @ K.transpose(-2, -1)).masked_fill(~upto, 0.0)  # (..., T, T): k_s^T q_t
+    return reads @ writes, writes.transpose(-2, -1) @ K
+
+
 # ------------------------------------------------------------------ 5. stretching rotary positions
 
 
