@@ -59,6 +59,7 @@ import argparse
 import copy
 import json
 import math
+import multiprocessing
 import platform
 import sys
 import time
@@ -500,17 +501,28 @@ def seeds_for(finding: str, seeds=None) -> list[int]:
     return list(seeds or SEEDS_FOR.get(finding, SEEDS))
 
 
-def run(only, seeds=None) -> dict:
-    """Each finding of ``only``, on ``seeds`` (default: :func:`seeds_for`)."""
+def recall_runs(seed: int, num_pairs: int) -> list[dict]:
+    """The three mixers at one number of pairs, on one seed and one thread."""
+    torch.set_num_threads(1)
+    return [recall_run(m, num_pairs, seed) for m in ("softmax", "linear", "delta")]
+
+
+def run(only, seeds=None, jobs: int = 1) -> dict:
+    """Each finding of ``only``, on ``seeds`` (default: :func:`seeds_for`); recall's runs in
+    ``jobs`` processes at once."""
     results = {}
     if "recall" in only:
-        s = SETTINGS["recall"]
-        results["recall"] = [
-            recall_run(m, n, seed)
+        tasks = [
+            (seed, n)
             for seed in seeds_for("recall", seeds)
-            for n in s["num_pairs"]
-            for m in ("softmax", "linear", "delta")
+            for n in SETTINGS["recall"]["num_pairs"]
         ]
+        if jobs > 1:  # one process per (seed, pairs); each run on one thread, as alone
+            with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+                done = pool.starmap(recall_runs, tasks)
+        else:
+            done = [recall_runs(*task) for task in tasks]
+        results["recall"] = [row for rows in done for row in rows]
     if "latent_cache" in only:
         results["latent_cache"] = [
             latent_run(k, seed)
@@ -621,11 +633,12 @@ def main(argv=None) -> int:
         "--seeds", nargs="+", type=int, help=f"default {SEEDS}, or as SEEDS_FOR {SEEDS_FOR}"
     )
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=1, help="recall's runs in this many processes")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    results = run(args.only, args.seeds)
+    results = run(args.only, args.seeds, args.jobs)
     data = {
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, Python {platform.python_version()}",

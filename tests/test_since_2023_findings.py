@@ -144,6 +144,6 @@ def test_the_stretchable_attention_is_chapter_08s_with_the_default_frequencies()
     ],
 )
 def test_the_benchmark_exits_1_on_a_missed_target(monkeypatch, only, rows, status):
-    monkeypatch.setattr(since_2023, "run", lambda finding, seeds: {only: rows})
+    monkeypatch.setattr(since_2023, "run", lambda finding, seeds, jobs=1: {only: rows})
     monkeypatch.setattr(since_2023.torch, "set_num_threads", lambda n: None)  # this process's
     assert since_2023.main(["--only", only, "--seeds", "0", "1", "2"]) == status
