@@ -137,16 +137,18 @@ def feature_map(x: torch.Tensor) -> torch.Tensor:
     return F.elu(x) + 1
 
 
-def linear_attention(Q, K, V):
+def linear_attention(Q, K, V, eps: float = 0.0):
     r"""Causal linear attention in parallel form (Katharopoulos et al. 2020, eq. 6):
 
         o_i = phi(q_i)^T sum_{j<=i} phi(k_j) v_j^T / phi(q_i)^T sum_{j<=i} phi(k_j).
 
     Q, K (..., T, d_k), V (..., T, d_v). Returns (..., T, d_v); costs O(T^2) like softmax
-    attention, but only to show that the recurrent form gives the same."""
+    attention, but only to show that the recurrent form gives the same. ``eps`` is added to
+    the normaliser, as in the authors' code (1e-6 there): in float32 elu(x) + 1 rounds to 0
+    for x below about -17, so that a row's sum can be exactly 0 (0 / 0 = NaN in training)."""
     phi_q, phi_k = feature_map(Q), feature_map(K)
     A = (phi_q @ phi_k.transpose(-2, -1)).tril()  # (..., T, T): causal, unnormalised
-    return (A @ V) / A.sum(-1, keepdim=True)
+    return (A @ V) / (A.sum(-1, keepdim=True) + eps)
 
 
 def linear_attention_recurrent(Q, K, V):
