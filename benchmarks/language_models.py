@@ -39,6 +39,7 @@ from attention_course import findings
 from attention_course.language_model import (
     DecoderLM,
     LMConfig,
+    LMParts,
     accuracy_by_position,
     counting_sampler,
     counting_text,
@@ -103,10 +104,12 @@ def counting_config(**changes) -> LMConfig:
     return LMConfig(**{**base, **changes})
 
 
-def train_counting(cfg: LMConfig, seed: int):
+def train_counting(cfg: LMConfig, seed: int, parts: LMParts = PARTS):
+    """The counting model of ``cfg`` trained on seed ``seed`` with the settings above (also
+    chapter 10's, with other parts)."""
     s = SETTINGS["counting"]
     torch.manual_seed(seed)
-    model = DecoderLM(cfg, PARTS)
+    model = DecoderLM(cfg, parts)
     history = train_lm(
         model,
         counting_sampler(s["length"]),

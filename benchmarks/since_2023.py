@@ -74,11 +74,9 @@ from attention_course import findings
 from attention_course.data.recall import associative_recall
 from attention_course.language_model import (
     DecoderLM,
-    LMConfig,
     LMParts,
     counting_sampler,
     counting_text,
-    counting_vocab,
     latent_attention_part,
     lm_loss,
     next_token_accuracy,
@@ -93,7 +91,7 @@ from attention_course.recall_model import (
     train_recall,
 )
 from attention_course.training import parameter_count
-from autograder.reference.language_model import PARTS, attention
+from autograder.reference.language_model import PARTS, GroupedQueryAttention, attention
 from autograder.reference.multi_head import merge_heads, split_heads
 from autograder.reference.since_2023 import (
     LatentAttention,
@@ -106,6 +104,8 @@ from autograder.reference.since_2023 import (
     yarn_attention_factor,
     yarn_frequencies,
 )
+from benchmarks import language_models
+from benchmarks.language_models import counting_config, train_counting
 from benchmarks.tables import markdown_table
 
 HERE = Path(__file__).resolve().parent
@@ -119,8 +119,8 @@ SETTINGS = {
     "recall": {"num_pairs": [8, 16, 32], "d_model": 32, "num_heads": 1, "num_layers": 2,
                "d_ff": 64, "steps": 1500, "batch_size": 64, "lr": 3e-3,
                "eval_sequences": 512},
-    "counting": {"length": 64, "batch_size": 32, "steps": 300, "lr": 3e-3, "d_model": 64,
-                 "num_heads": 4, "num_layers": 2, "d_ff": 256, "eval_windows": 64},
+    # chapter 08's counting model and its training, and how many windows evaluate it
+    "counting": {**language_models.SETTINGS["counting"], "eval_windows": 64},
     "latent_cache": {"num_kv_heads": {"MHA": 4, "GQA": 2, "MQA": 1}, "d_latent": 32,
                      "d_rope": 8},
     "stretching": {"factors": [2, 4, 8], "fine_tune_steps": 50, "fine_tune_batch": 8,
@@ -221,36 +221,6 @@ def recall_run(mixer: str, num_pairs: int, seed: int) -> dict:
 # ------------------------------------------------------------------ 2. latent cache
 
 
-def counting_config(**changes) -> LMConfig:
-    s = SETTINGS["counting"]
-    base = dict(
-        vocab_size=len(counting_vocab()),
-        d_model=s["d_model"],
-        num_heads=s["num_heads"],
-        num_kv_heads=s["num_heads"],
-        num_layers=s["num_layers"],
-        d_ff=s["d_ff"],
-        position="rotary",
-    )
-    return LMConfig(**{**base, **changes})
-
-
-def train_counting(cfg: LMConfig, parts: LMParts, seed: int):
-    s = SETTINGS["counting"]
-    torch.manual_seed(seed)
-    model = DecoderLM(cfg, parts)
-    history = train_lm(
-        model,
-        counting_sampler(s["length"]),
-        max_steps=s["steps"],
-        batch_size=s["batch_size"],
-        lr=s["lr"],
-        seed=seed,
-    )
-    model.eval()
-    return model, history
-
-
 def latent_run(kind: str, seed: int) -> dict:
     s, lc = SETTINGS["counting"], SETTINGS["latent_cache"]
     d_k = s["d_model"] // s["num_heads"]
@@ -262,7 +232,7 @@ def latent_run(kind: str, seed: int) -> dict:
         cfg = counting_config(num_kv_heads=lc["num_kv_heads"][kind])
         parts = PARTS
         numbers = 2 * lc["num_kv_heads"][kind] * d_k
-    model, history = train_counting(cfg, parts, seed)
+    model, history = train_counting(cfg, seed, parts)
     x, y = held_out(s["length"], s["eval_windows"])
     with torch.no_grad():
         loss = lm_loss(model, (x, y)).item()
@@ -283,7 +253,7 @@ def latent_run(kind: str, seed: int) -> dict:
 # ------------------------------------------------------------------ 3 and 4: one attention
 
 
-class StretchedAttention(nn.Module):
+class StretchedAttention(GroupedQueryAttention):
     r"""Chapter 08's grouped-query attention (the same weights, W_q, W_k, W_v, W_o) with
     rotary positions of any frequencies ``theta`` (d_k/2,), the logits multiplied by
     ``factor`` (YaRN's attention factor), optionally a learned sink logit per head
@@ -295,13 +265,7 @@ class StretchedAttention(nn.Module):
     With the defaults it computes what ``GroupedQueryAttention`` does."""
 
     def __init__(self, d_model, num_heads, num_kv_heads, sink_logit=False, gate=False):
-        super().__init__()
-        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
-        self.d_k = d_model // num_heads
-        self.W_q = nn.Linear(d_model, d_model, bias=False)
-        self.W_k = nn.Linear(d_model, num_kv_heads * self.d_k, bias=False)
-        self.W_v = nn.Linear(d_model, num_kv_heads * self.d_k, bias=False)
-        self.W_o = nn.Linear(d_model, d_model, bias=False)
+        super().__init__(d_model, num_heads, num_kv_heads)  # W_q, W_k, W_v, W_o as chapter 08
         self.sink = nn.Parameter(torch.zeros(num_heads)) if sink_logit else None
         self.W_gate = nn.Linear(d_model, d_model) if gate else None
         self.register_buffer("theta", rotary_frequencies(self.d_k).float(), persistent=False)
@@ -377,7 +341,7 @@ def evaluate_long(model, factor: int, windows: int) -> dict:
 def stretching_runs(seed: int) -> list[dict]:
     s, st = SETTINGS["counting"], SETTINGS["stretching"]
     L = s["length"]
-    base, _ = train_counting(counting_config(), PARTS, seed)
+    base, _ = train_counting(counting_config(), seed, PARTS)
     base = as_stretchable(base)
     d_k = s["d_model"] // s["num_heads"]
     theta = rotary_frequencies(d_k)
@@ -458,7 +422,7 @@ def sinks_run(kind: str, seed: int, plain: DecoderLM | None = None) -> dict:
     L, w, n_s = s["length"], sk["window"], sk["num_sinks"]
     if plain is None:
         parts = stretched_parts(sink_logit=kind == "sink_logit", gate=kind == "gated")
-        model, history = train_counting(counting_config(), parts, seed)
+        model, history = train_counting(counting_config(), seed, parts)
         training_loss = history.losses[-1]
     else:
         model, training_loss = plain, None
@@ -541,7 +505,7 @@ def run(only, seeds=None, jobs: int = 1) -> dict:
     if "sinks" in only:
         rows = []
         for seed in seeds_for("sinks", seeds):
-            plain, _ = train_counting(counting_config(), stretched_parts(), seed)
+            plain, _ = train_counting(counting_config(), seed, stretched_parts())
             rows.append(sinks_run("plain", seed, plain))
             rows += [sinks_run(k, seed) for k in ("sink_logit", "gated")]
         results["sinks"] = rows
