@@ -401,7 +401,7 @@ def summary_md(data: dict) -> str:
 def _jsonable(x):
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, list):
+    if isinstance(x, list | tuple):
         return [_jsonable(v) for v in x]
     if isinstance(x, float):
         return round(x, 6)

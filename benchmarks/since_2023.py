@@ -76,7 +76,6 @@ from attention_course.language_model import (
     DecoderLM,
     LMParts,
     counting_sampler,
-    counting_text,
     latent_attention_part,
     lm_loss,
     next_token_accuracy,
@@ -105,7 +104,7 @@ from autograder.reference.since_2023 import (
     yarn_frequencies,
 )
 from benchmarks import language_models
-from benchmarks.language_models import counting_config, train_counting
+from benchmarks.language_models import _jsonable, counting_config, held_out, train_counting
 from benchmarks.tables import markdown_table
 
 HERE = Path(__file__).resolve().parent
@@ -170,11 +169,6 @@ TUNING = {
 RECALL_PARTS = MixerParts(
     attention, functools.partial(linear_attention, eps=1e-6), delta_rule_parallel
 )
-
-
-def held_out(length: int, windows: int):
-    """Windows of the counting stream from a generator no training run uses."""
-    return counting_text(windows, length, torch.Generator().manual_seed(12345))
 
 
 # ------------------------------------------------------------------ 1. recall
@@ -583,16 +577,6 @@ def summary_md(data: dict) -> str:
         for name, v in verdicts(r).items()
     ]
     return "\n".join(lines) + "\n"
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, float):
-        return round(x, 6)
-    return x
 
 
 def main(argv=None) -> int:
