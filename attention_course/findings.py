@@ -222,7 +222,7 @@ def spread(values) -> dict:
 
 
 # accuracy: "recalls"; linear attention's and the delta rule's distances below softmax
-RECALLED, RECALL_GAP, DELTA_GAP = 0.9, 0.2, 0.1
+RECALLED, RECALL_GAP, DELTA_GAP, DELTA_ABOVE = 0.9, 0.2, 0.1, 0.05
 
 
 def recall(
@@ -230,17 +230,23 @@ def recall(
     recalled: float = RECALLED,
     gap: float = RECALL_GAP,
     delta_gap: float = DELTA_GAP,
+    delta_above: float = DELTA_ABOVE,
 ) -> Verdict:
     """Arora et al.'s multi-query associative recall at small scale: softmax attention,
     linear attention and the delta rule, as the key-value pairs grow. ``accuracy[mixer]
-    [pairs]`` holds each one's mean, min and max over seeds and ``by_seed``. Held: on every
-    seed, softmax attention recalls at least ``recalled`` at every number of pairs, and at
-    the largest linear attention is more than ``gap`` below it and the delta rule more than
-    ``delta_gap`` (set on tuning seed 102, where they were 0.30 and 0.20 below). The order of the two
-    recurrent ones at the largest is reported, not judged: ``delta_above_linear`` counts the
-    seeds where the delta rule recalls more than linear attention (of ``seeds``), and
-    ``delta_between`` whether it does on every seed; ``held_on_seeds`` the seeds on which
-    the rule holds by itself."""
+    [pairs]`` holds each one's mean, min and max over seeds and ``by_seed``. Held (the
+    paper's picture: softmax attention keeps recalling, linear attention fails first, the
+    delta rule in between): on every seed, softmax attention recalls at least ``recalled``
+    at every number of pairs, and at the largest linear attention is more than ``gap``
+    below it, and the delta rule more than ``delta_gap`` below it and more than
+    ``delta_above`` above linear attention. The margins were set on tuning seeds: 0.2 and
+    0.1 on seed 102 at 32 pairs (0.30 and 0.20 measured); at 32 pairs the delta rule then
+    came within 0.1 of softmax attention on seeds 3 and 4 (0.98 and 0.95: 32 pairs fit its
+    32 x 32 state), so the largest number of pairs became 48, where seeds 3 and 4 gave the
+    delta rule 0.17 and 0.23 below softmax attention and 0.17 and 0.29 above linear.
+    ``delta_above_linear`` counts the seeds where the delta rule recalls more than linear
+    attention (of ``seeds``), ``delta_between`` whether it does on every seed, and
+    ``held_on_seeds`` the seeds on which the rule holds by itself."""
     pairs = sorted({r["num_pairs"] for r in rows})
     mixers = ("softmax", "linear", "delta")
     acc = {m: {} for m in mixers}
@@ -259,23 +265,30 @@ def recall(
     def at(m, n, s):
         return acc[m][n]["by_seed"][s]
 
+    def above_linear(s):
+        return at("delta", top, s) - at("linear", top, s) > delta_above
+
     def holds_on(s):
-        return all(at("softmax", n, s) >= recalled for n in pairs) and all(
-            at("softmax", top, s) - at(m, top, s) > limit[m] for m in limit
+        return (
+            all(at("softmax", n, s) >= recalled for n in pairs)
+            and all(at("softmax", top, s) - at(m, top, s) > limit[m] for m in limit)
+            and above_linear(s)
         )
 
     limit = {"linear": gap, "delta": delta_gap}
     softmax_keeps = all(at("softmax", n, s) >= recalled for n in pairs for s in seeds)
     behind = all(at("softmax", top, s) - at(m, top, s) > limit[m] for m in limit for s in seeds)
     above = [s for s in seeds if at("delta", top, s) > at("linear", top, s)]
+    between = all(above_linear(s) for s in seeds)
     states = {
         m: sorted({r["state_numbers_per_layer"] for r in rows if r["mixer"] == m}) for m in mixers
     }
     return Verdict(
-        softmax_keeps and behind,
+        softmax_keeps and behind and between,
         f"on every seed softmax attention recalls at least {recalled:.0%} at every number of "
-        f"pairs, and at {top} pairs linear attention is more than {gap:.0%} below it and the "
-        f"delta rule more than {delta_gap:.0%}",
+        f"pairs, and at {top} pairs linear attention is more than {gap:.0%} below it, and the "
+        f"delta rule more than {delta_gap:.0%} below it and more than {delta_above:.0%} above "
+        "linear attention",
         {
             "pairs": pairs,
             "largest": top,
@@ -283,6 +296,7 @@ def recall(
             "accuracy": acc,
             "softmax_keeps": softmax_keeps,
             "recurrent_behind": behind,
+            "delta_clear_of_linear": between,
             "held_on_seeds": [s for s in seeds if holds_on(s)],
             "delta_above_linear": len(above),
             "delta_between": len(above) == len(seeds),

@@ -25,6 +25,7 @@ from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
 
+from autograder import speedups
 from autograder.cells import grade_id, is_graded, is_solution
 from autograder.chapters import solution_path
 from autograder.outfolder import GradeRow, HandGrade, Out
@@ -261,7 +262,9 @@ class FeedbackExporter(HTMLExporter):
         highlight = self.filters.get(
             "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)
         )
-        self.register_filter("highlight_code", _remembered(highlight, lexer))
+        if speedups.on("highlight-once"):
+            highlight = _remembered(highlight, lexer)
+        self.register_filter("highlight_code", highlight)
         resources = self._init_resources(resources)
         self.register_filter(
             "filter_data_type",
@@ -282,13 +285,18 @@ def _remembered(highlight, lexer):
     """``highlight(source, language, metadata)``, its HTML remembered for each source."""
 
     def cached(source, language=None, metadata=None):
-        if metadata:
-            return highlight(source, language, metadata)
-        key = (lexer, source, language)
+        # The templates pass every code cell's metadata; of it, nbconvert's highlighting
+        # reads only the language of a cell magic (``magics_language``), so that is all the
+        # key needs (keyed on the whole metadata, the nbgrader ids would make every cell
+        # of every notebook a miss).
+        magics = (metadata or {}).get("magics_language")
+        key = (lexer, source, language, magics)
         if key not in _HIGHLIGHTED:
             if len(_HIGHLIGHTED) >= _HIGHLIGHTED_MAX:
                 _HIGHLIGHTED.clear()
-            _HIGHLIGHTED[key] = highlight(source, language)
+            _HIGHLIGHTED[key] = highlight(
+                source, language, {"magics_language": magics} if magics else None
+            )
         return _HIGHLIGHTED[key]
 
     return cached

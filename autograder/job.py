@@ -22,6 +22,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder import speedups
 from autograder.environment import GRADING, KERNEL_ENV, environment
 from autograder.nbgrader_settings import course_config, grading_settings
 from autograder.outfolder import Out
@@ -75,7 +76,7 @@ def grading_config(settings: GradingSettings, prestart: bool = False):
         feedback_directory=work / "feedback",
     )
     config = grading_settings(config, settings.sandbox, settings.cell_timeout, settings.hidden)
-    config.GradingExecute.prestart = prestart
+    config.GradingExecute.prestart = prestart and speedups.on("kernel-ahead")
     return config
 
 

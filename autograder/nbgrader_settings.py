@@ -9,6 +9,8 @@ from pathlib import Path
 
 from traitlets.config import Config
 
+from autograder import speedups
+
 COURSE_ID = "attention-course"
 
 # What a student sees in place of a solution region. Hints are not in the code: they sit
@@ -98,6 +100,10 @@ def grading_settings(
     # a graceful exit would wait for the kernel to tear down PyTorch (a few tenths of a
     # second per submission), and nothing of it is read after the last cell.
     c.GradingExecute.shutdown_kernel = "immediate"
+    # nbconvert validates the whole notebook against its schema after every preprocessor
+    # (eight in autograde, seven in the feedback page's), a tenth of a second or more per
+    # submission; once, after the last, still refuses a notebook the steps left invalid.
+    c.Exporter.optimistic_validation = speedups.on("validate-once")
     c.SandboxedKernelManager.hidden = [str(folder) for folder in hidden]
     if cell_timeout is not None:
         c.Execute.timeout = int(cell_timeout)

@@ -2,7 +2,7 @@
 plain nbgrader (issue 29).
 
     .venv/bin/python -m benchmarks.course_grading [--students 30] [--chapter CH ...]
-        [--plain-students N] [--write]
+        [--plain-students N] [--switches] [--write]
 
 The class: ``--students`` students, each handing in every chapter; a chapter's
 submissions are its solution and each of its catalogued mistakes in turn
@@ -25,6 +25,10 @@ submissions are its solution and each of its catalogued mistakes in turn
 - the graded test cells' own time (the kernel's, from each autograded notebook's cell
   timing) and the overhead per submission beyond it: the job's time less that.
 
+With ``--switches``, each chapter's class is graded again with each of the grader's
+speed-ups turned off in turn (``autograder/speedups.py``): each one's share of the time,
+and the scores the same.
+
 Run it on a quiet machine (about an hour for 30 students); ``--write`` writes
 ``benchmarks/course_grading.md`` and ``.json``.
 """
@@ -42,6 +46,7 @@ import time
 from datetime import date, datetime
 from pathlib import Path
 
+from autograder import speedups
 from autograder.chapters import ALL_CHAPTERS
 from autograder.nbgrader_settings import COURSE_ID
 from autograder.outfolder import LEDGER, Ledger, Out
@@ -53,9 +58,10 @@ RESULTS = ROOT / "benchmarks" / "course_grading"
 CLASS_OF = 100  # the class the instructor guide gives the figure for
 
 
-def ours(submissions: Path, out: Path, chapter: str) -> tuple[float, float]:
+def ours(submissions: Path, out: Path, chapter: str, without=()) -> tuple[float, float]:
     """(wall seconds of ``grade --chapter CH``, the seconds of its solution check: 0 when
-    a pass was cached)."""
+    a pass was cached); ``without``: the speed-ups turned off (``autograder/speedups.py``)."""
+    env = {**os.environ, speedups.WITHOUT: ",".join(without)}
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out)]
@@ -64,6 +70,7 @@ def ours(submissions: Path, out: Path, chapter: str) -> tuple[float, float]:
         check=True,
         capture_output=True,
         text=True,
+        env=env,
     )
     seconds = time.perf_counter() - start
     check = re.search(
@@ -107,7 +114,24 @@ def plain_totals(work: Path, chapter: str) -> dict[str, float]:
         }
 
 
-def chapter_run(chapter: str, folder: Path, students: int, plain_students: int) -> dict:
+def switch_runs(chapter: str, subs: Path, folder: Path) -> dict[str, dict]:
+    """The class graded again into a fresh OUT with each speed-up turned off in turn:
+    {switch: {"wall_s", "job_s", "same_scores"}} (scores against the run with all on,
+    ``folder / "out"``)."""
+    runs = {}
+    for name in speedups.SWITCHES:
+        out = folder / f"without-{name}-{chapter}"
+        wall = ours(subs, out, chapter, without=[name])[0]
+        ledger = Ledger.read(out / LEDGER).submissions
+        jobs = [ledger[s][chapter]["seconds"] for s in ledger if chapter in ledger[s]]
+        same = our_totals(out, chapter) == our_totals(folder / "out", chapter)
+        runs[name] = {"wall_s": wall, "job_s": statistics.fmean(jobs), "same_scores": same}
+    return runs
+
+
+def chapter_run(
+    chapter: str, folder: Path, students: int, plain_students: int, switches: bool = False
+) -> dict:
     subs, out = folder / "class", folder / "out"
     # once per chapter and grading environment, not per class: the key and the solution
     # check, made here on a class of one, then cached
@@ -141,6 +165,8 @@ def chapter_run(chapter: str, folder: Path, students: int, plain_students: int) 
         "plain_s": plain,
         "scores_differ": {s: (mine.get(s), theirs[s]) for s in differ},
     }
+    if switches:
+        result["without"] = switch_runs(chapter, subs, folder)
     print(json.dumps(result), flush=True)
     return result
 
@@ -207,7 +233,38 @@ def markdown(results: list[dict], command: str) -> str:
         f"model: **{predicted_100:.0f} s ({predicted_100 / 60:.1f} min)**.",
         "",
     ]
+    if any("without" in r for r in results):
+        lines += switches_markdown([r for r in results if "without" in r])
     return "\n".join(lines)
+
+
+def switches_markdown(results: list[dict]) -> list[str]:
+    """Each speed-up's share: the class graded again with it turned off."""
+    names = list(speedups.SWITCHES)
+    rows = []
+    for r in results:
+        row = [r["chapter"], f"{r['wall_s']:.0f} ({r['job_s']:.2f})"]
+        for name in names:
+            off = r["without"][name]
+            share = 1 - r["wall_s"] / off["wall_s"]
+            row.append(
+                f"{off['wall_s']:.0f} ({off['job_s']:.2f}): {100 * share:+.0f} %"
+                + ("" if off["same_scores"] else ", scores differ")
+            )
+        rows.append(row)
+    return [
+        "## Each speed-up's share",
+        "",
+        "The same class graded again into a fresh folder with one speed-up turned off "
+        f"(`{speedups.WITHOUT}=NAME`, `autograder/speedups.py`): wall seconds (a job's mean "
+        "seconds in brackets), and the share of that run the speed-up saves. Scores are "
+        "compared with the run with every speed-up on.",
+        "",
+        *(f"- `{name}`: {what}." for name, what in speedups.SWITCHES.items()),
+        "",
+        markdown_table(["chapter", "all on, s (job, s)", *(f"without {n}" for n in names)], rows),
+        "",
+    ]
 
 
 def main(argv=None) -> int:
@@ -215,6 +272,11 @@ def main(argv=None) -> int:
     parser.add_argument("--students", type=int, default=30)
     parser.add_argument("--plain-students", type=int, default=None)
     parser.add_argument("--chapter", action="append", dest="chapters", choices=ALL_CHAPTERS)
+    parser.add_argument(
+        "--switches",
+        action="store_true",
+        help="grade each chapter's class again with each speed-up turned off in turn",
+    )
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args(argv)
     chapters = args.chapters or list(ALL_CHAPTERS)
@@ -225,7 +287,9 @@ def main(argv=None) -> int:
         for chapter in chapters:
             make_class(chapter, args.students, folder / "class")
         for chapter in chapters:
-            results.append(chapter_run(chapter, folder, args.students, plain_students))
+            results.append(
+                chapter_run(chapter, folder, args.students, plain_students, args.switches)
+            )
     command = "python -m benchmarks.course_grading " + " ".join(argv or sys.argv[1:])
     text = markdown(results, command.strip())
     print(text)

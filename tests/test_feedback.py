@@ -22,6 +22,7 @@ from bwrap import grade_options
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
 from autograder.chapters import chapters_in, release_path, solution_path
+import autograder.feedback as feedback_module
 from autograder.feedback import (
     MarkdownMath,
     TestNames,
@@ -310,3 +311,22 @@ def test_page_renders_offline_in_a_browser(feedback):
     for eq in geometry["display"]:
         assert 0 < eq["width"] < eq["columnWidth"], eq
         assert abs(eq["formula"] - eq["column"]) < 4, f"display equation not centred: {eq}"
+
+
+def test_a_code_cells_highlighting_is_made_once_whatever_its_metadata():
+    """The templates pass each cell's metadata to the highlighter: the HTML is remembered by
+    source (nbgrader's ids differ from cell to cell), and a cell magic's language is still
+    honoured."""
+    calls = []
+
+    def highlight(source, language=None, metadata=None):
+        calls.append((source, metadata))
+        return f"<{(metadata or {}).get('magics_language', language)}>{source}"
+
+    cached = feedback_module._remembered(highlight, "ipython3")
+    source = "x = 1  # a cell of the test of 2026-11-26"
+    first = cached(source, None, {"nbgrader": {"grade_id": "a"}})
+    again = cached(source, None, {"nbgrader": {"grade_id": "b"}, "tags": ["t"]})
+    assert first == again == f"<None>{source}" and len(calls) == 1
+    bash = cached(source, None, {"magics_language": "bash"})
+    assert bash == f"<bash>{source}" and len(calls) == 2

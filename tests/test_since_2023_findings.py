@@ -30,10 +30,38 @@ def test_recall_needs_softmax_to_keep_recalling_and_both_recurrent_mixers_behind
     assert held.facts["held_on_seeds"] == list(SEEDS)
     assert held.facts["accuracy"]["linear"][32]["mean"] == pytest.approx(0.3)
     assert not findings.recall(recall_rows(softmax=0.85)).held  # softmax no longer recalls
-    assert not findings.recall(recall_rows(delta=0.9)).held  # delta as good as softmax
+    assert not findings.recall(recall_rows(delta=0.995)).held  # delta as good as softmax
+    assert not findings.recall(recall_rows(linear=0.85)).held  # linear too close to softmax
+    close = findings.recall(recall_rows(delta=0.33))  # delta hardly above linear
+    assert not close.held and close.facts["delta_between"]
+    assert not close.facts["delta_clear_of_linear"] and close.facts["held_on_seeds"] == []
     swapped = findings.recall(recall_rows(linear=0.5, delta=0.3))
-    assert swapped.held and not swapped.facts["delta_between"]
+    assert not swapped.held and not swapped.facts["delta_between"]
     assert not findings.recall([]).held
+
+
+def test_a_recall_run_that_never_leaves_the_plateau_is_trained_again(monkeypatch):
+    """Only a run whose loss ends above half the loss of guessing is restarted, from a
+    new initialisation, at most ``RESTARTS`` times; the row says how many times."""
+    from attention_course.training import History
+
+    def fake_training(ending):
+        calls = []
+
+        def train(model, num_pairs, **options):
+            calls.append(torch.initial_seed())
+            loss = ending[min(len(calls), len(ending)) - 1]
+            return History(steps=list(range(1, 51)), losses=[loss] * 50)
+
+        return train, calls
+
+    monkeypatch.setitem(since_2023.SETTINGS["recall"], "eval_sequences", 4)
+    for ending, restarts in (([0.1], 0), ([3.7, 0.1], 1), ([3.7], since_2023.RESTARTS)):
+        train, calls = fake_training(ending)
+        monkeypatch.setattr(since_2023, "train_recall", train)
+        row = since_2023.recall_run("softmax", 4, seed=7)
+        assert row["restarts"] == restarts and len(calls) == restarts + 1
+        assert calls == [7 + 1000 * k for k in range(restarts + 1)]  # new initialisations
 
 
 def latent_rows(mla_gap=0.02, mla_cache=40, seeds=SEEDS):
@@ -135,7 +163,7 @@ def test_the_stretchable_attention_is_chapter_08s_with_the_default_frequencies()
     "only, rows, status",
     [
         ("recall", recall_rows(), 0),
-        ("recall", recall_rows(delta=0.95), 1),
+        ("recall", recall_rows(delta=0.995), 1),
         ("latent_cache", latent_rows(), 0),
         ("latent_cache", latent_rows(mla_gap=0.3), 1),
         ("stretching", stretching_rows(), 0),

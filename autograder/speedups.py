@@ -1,0 +1,47 @@
+"""The grader's speed-ups, each a switch, so that the benchmark can measure each one's share.
+
+Every switch is on when a class is graded; none changes a score, a feedback page's content
+or what the sandbox allows (``tests/test_grading_switches.py``). The benchmark
+``benchmarks/grading_switches.py`` grades the same class with all of them on and with each
+one off in turn, by naming it in the environment variable ``COURSE_GRADER_WITHOUT``
+(comma-separated); nothing else reads that variable.
+"""
+
+import os
+
+WITHOUT = "COURSE_GRADER_WITHOUT"
+
+SWITCHES = {
+    "kernel-ahead": (
+        "a worker starts the next submission's kernel, PyTorch imported, while nbgrader "
+        "saves the last one's grades and writes its feedback page (autograder/sandbox.py)"
+    ),
+    "validate-once": (
+        "nbconvert checks a notebook against its schema once, after its last step, instead "
+        "of after each of its steps (autograder/nbgrader_settings.py)"
+    ),
+    "highlight-once": (
+        "a code cell's highlighted HTML is made once per grading process and source, and "
+        "reused for every page that shows the same cell (autograder/feedback.py)"
+    ),
+}
+
+
+def switched_off() -> set[str]:
+    """The switches named in ``COURSE_GRADER_WITHOUT``; a name that is not a switch is an
+    error (a typo would measure nothing)."""
+    named = {n.strip() for n in os.environ.get(WITHOUT, "").split(",") if n.strip()}
+    unknown = named - set(SWITCHES)
+    if unknown:
+        raise ValueError(
+            f"{WITHOUT} names {sorted(unknown)}, which are not switches; "
+            f"the switches are {sorted(SWITCHES)}"
+        )
+    return named
+
+
+def on(name: str) -> bool:
+    """Whether the speed-up ``name`` is on (it is, unless the benchmark turned it off)."""
+    if name not in SWITCHES:
+        raise KeyError(f"{name!r} is not one of the switches {sorted(SWITCHES)}")
+    return name not in switched_off()

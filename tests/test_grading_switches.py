@@ -1,0 +1,77 @@
+"""The grader's speed-ups (autograder/speedups.py): each can be turned off for the benchmark
+by name, a wrong name is an error, and turning one off changes what it names only."""
+
+import nbformat
+import pytest
+from nbconvert.filters.highlight import Highlight2HTML
+
+from autograder import feedback, speedups
+from autograder.chapters import solution_path
+from autograder.job import GradingSettings, grading_config
+from autograder.outfolder import Out
+
+
+@pytest.fixture
+def without(monkeypatch):
+    def turn_off(*names):
+        monkeypatch.setenv(speedups.WITHOUT, ",".join(names))
+
+    monkeypatch.delenv(speedups.WITHOUT, raising=False)
+    return turn_off
+
+
+def test_every_switch_is_on_unless_named(without):
+    assert all(speedups.on(name) for name in speedups.SWITCHES)
+    without("validate-once", " kernel-ahead ")
+    assert not speedups.on("validate-once") and not speedups.on("kernel-ahead")
+    assert speedups.on("highlight-once")
+
+
+def test_a_name_that_is_no_switch_is_an_error(without):
+    without("validate-twice")
+    with pytest.raises(ValueError, match="validate-twice.*the switches are"):
+        speedups.on("validate-once")
+    with pytest.raises(KeyError, match="not one of the switches"):
+        speedups.on("warp-drive")
+
+
+def test_the_grading_configuration_follows_the_switches(without, tmp_path):
+    settings = GradingSettings(Out(tmp_path / "out"), "sqlite://", False)
+    config = grading_config(settings, prestart=True)
+    assert config.GradingExecute.prestart and config.Exporter.optimistic_validation
+    without("kernel-ahead", "validate-once")
+    config = grading_config(settings, prestart=True)
+    assert not config.GradingExecute.prestart and not config.Exporter.optimistic_validation
+    assert not grading_config(settings, prestart=False).GradingExecute.prestart
+
+
+def test_remembered_highlighting_is_the_highlighting_of_every_cell(root):
+    """What the feedback page shows of each code cell, with its metadata (nbgrader's, and a
+    cell magic's language), is the same whether the HTML was remembered or made."""
+    nb = nbformat.read(solution_path(root, "04_dot_product_attention"), as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    cells[0].metadata["magics_language"] = "bash"
+    make = Highlight2HTML(pygments_lexer="ipython3")
+    remembered = feedback._remembered(make, "ipython3")
+    for cell in cells:
+        made = make(cell.source, None, cell.metadata)
+        assert remembered(cell.source, None, cell.metadata) == made
+        assert remembered(cell.source, None, dict(cell.metadata)) == made  # remembered now
+    bash = remembered(cells[0].source, None, cells[0].metadata)
+    assert "hl-ipython3" in remembered(cells[0].source) and remembered(cells[0].source) != bash
+
+
+def test_the_benchmark_gives_each_switchs_share_and_says_when_scores_differ():
+    from benchmarks.course_grading import markdown
+
+    run = {"chapter": "04_dot_product_attention", "students": 10, "wall_s": 30.0,
+           "fixed_s": 5.0, "job_s": 2.0, "graded_cells_s": 0.5, "per_submission_s": 1.0,
+           "predicted_s": 15.0, "plain_students": 5, "plain_s": 60.0, "scores_differ": {},
+           "without": {name: {"wall_s": 40.0, "job_s": 2.5, "same_scores": True}
+                       for name in speedups.SWITCHES}}  # fmt: skip
+    run["without"]["validate-once"]["same_scores"] = False
+    text = markdown([run], "python -m benchmarks.course_grading --switches")
+    table = text[text.index("## Each speed-up's share") :]
+    assert "| 04_dot_product_attention | 30 (2.00) | 40 (2.50): +25 %" in table
+    assert table.count("scores differ") == 1
+    assert all(f"`{name}`" in table for name in speedups.SWITCHES)
