@@ -105,6 +105,9 @@ def grading_settings(
     # submission; once, after the last, still refuses a notebook the steps left invalid.
     c.Exporter.optimistic_validation = speedups.on("validate-once")
     c.SandboxedKernelManager.hidden = [str(folder) for folder in hidden]
+    # Each kernel forked from a process of the same sandbox that imported PyTorch once
+    # (autograder/fork_server.py says what stays isolated and how).
+    c.SandboxedKernelManager.fork_server = sandbox and speedups.on("fork-server")
     if cell_timeout is not None:
         c.Execute.timeout = int(cell_timeout)
     return c

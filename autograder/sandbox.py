@@ -55,6 +55,7 @@ from traitlets import Bool, Integer, List, Unicode
 from attention_course.runtime import GRADING_ENV
 from autograder.cells import grade_id
 from autograder.chapters import INSTALLED_ROOT, CourseError
+from autograder.fork_server import ForkedKernel, ForkServer
 from autograder.kernel_imports import kernel_imports
 
 # Address space (RLIMIT_AS) of a grading kernel. PyTorch reserves far more virtual memory
@@ -211,16 +212,46 @@ def sandbox_command(
 
 
 class SandboxedKernelManager(AsyncKernelManager):
-    """A kernel manager that starts its kernel in the sandbox, talking over Unix sockets."""
+    """A kernel manager that starts its kernel in the sandbox, talking over Unix sockets.
+
+    With ``fork_server``, the kernel is forked from the process's fork server
+    (``autograder/fork_server.py``), which runs in a sandbox made by the same command with
+    the same limits and hidden folders, and has imported PyTorch already."""
 
     memory_limit = Integer(None, allow_none=True, config=True, help="RLIMIT_AS, bytes")
     cpu_limit = Integer(None, allow_none=True, config=True, help="RLIMIT_CPU, seconds")
     tmp_size = Integer(TMP_SIZE, config=True, help="size of the kernel's private /tmp, bytes")
     hidden = List(Unicode(), config=True, help="folders the kernel sees empty")
+    fork_server = Bool(False, config=True, help="fork the kernel from the fork server")
 
     _folder: str | None = None
+    _server = None
+
+    def _fork_server(self):
+        """This process's fork server for this manager's sandbox (started when needed)."""
+        memory = memory_limit() if self.memory_limit is None else self.memory_limit
+        cpu = cpu_limit() if self.cpu_limit is None else self.cpu_limit
+        hidden = list(self.hidden)
+        environment = tuple(sorted(os.environ.items()))
+        python = self.kernel_spec.argv[0] if self.kernel_spec.argv else sys.executable
+        if python in {"python", "python3", "{python}"}:
+            python = sys.executable
+
+        def command(folder):
+            server = [python, "-m", "autograder.fork_server", folder]
+            return sandbox_command(server, folder, hidden, memory, cpu, self.tmp_size)
+
+        signature = (python, memory, cpu, self.tmp_size, tuple(hidden), environment)
+        return ForkServer.get(command, signature)
 
     async def _async_pre_start_kernel(self, **kw):
+        if self.fork_server and self._folder is None:
+            self._server = self._fork_server()
+            self._folder = self._server.new_folder()
+            self.transport = "ipc"
+            self.cache_ports = False
+            self.ip = os.path.join(self._folder, "kernel")
+            self.connection_file = os.path.join(self._folder, "kernel.json")
         if self._folder is None:
             self._folder = tempfile.mkdtemp(prefix="grading-kernel-")
             self.transport = "ipc"
@@ -235,6 +266,8 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     def format_kernel_cmd(self, extra_arguments=None) -> list[str]:
         command = super().format_kernel_cmd(extra_arguments)
+        if self._server is not None:  # the fork server runs it, in its sandbox
+            return command
         return sandbox_command(
             command,
             self._folder,
@@ -244,11 +277,21 @@ class SandboxedKernelManager(AsyncKernelManager):
             self.tmp_size,
         )
 
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+        if self._server is None:
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+        pid = self._server.start(kernel_cmd, kw.get("env") or dict(os.environ), self._folder)
+        # the kernel's process id is the sandbox's: only the server may signal it
+        self.provisioner.process = ForkedKernel(self._server, pid)
+        self.provisioner.pid, self.provisioner.pgid = pid, None
+        self.provisioner.cwd = "/tmp"
+        self._reconcile_connection_info(self.provisioner.connection_info)
+
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart)
         if not restart and self._folder:
             shutil.rmtree(self._folder, ignore_errors=True)
-            self._folder = None
+            self._folder, self._server = None, None
 
     # nbclient calls this one (the same method under its public name) after a kernel died
     cleanup_resources = _async_cleanup_resources
@@ -446,6 +489,7 @@ class _Spare:
             pass
 
 
+atexit.register(ForkServer.close_current)  # after the spare kernel (atexit runs backwards)
 atexit.register(_Spare.discard)
 
 

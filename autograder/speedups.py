@@ -12,6 +12,11 @@ import os
 WITHOUT = "COURSE_GRADER_WITHOUT"
 
 SWITCHES = {
+    "fork-server": (
+        "each submission's kernel is forked, in the sandbox, from a process that has imported "
+        "PyTorch and IPython once per worker, instead of starting a new Python that imports "
+        "them (autograder/fork_server.py)"
+    ),
     "kernel-ahead": (
         "a worker starts the next submission's kernel, PyTorch imported, while nbgrader "
         "saves the last one's grades and writes its feedback page (autograder/sandbox.py)"

@@ -1,0 +1,143 @@
+"""Kernels forked from the fork server (autograder/fork_server.py): nothing of one
+student's kernel reaches the next (files, processes, shared memory, environment, imported
+modules' state, random state), the limits are a kernel's, and a kernel that kills the
+server costs only its own notebook."""
+
+import asyncio
+import json
+
+import pytest
+from bwrap import require_bwrap
+from traitlets.config import Config
+
+from autograder.fork_server import ForkServer
+from autograder.sandbox import SandboxedKernelManager, cpu_limit, memory_limit
+
+LEAVE_BEHIND = r"""
+import ctypes, json, os, subprocess, sys, torch
+open('/tmp/left-behind', 'w').write('answers')
+open('/dev/shm/left-behind', 'w').write('answers')
+open(os.path.join(os.path.dirname(os.path.dirname(os.environ['CONNECTION'])), 'planted'), 'w').write('x')
+os.environ['LEFT_BEHIND'] = '1'
+torch.nn.functional.softmax = lambda *a, **k: 'patched'
+sys.modules['json'].loads = None
+libc = ctypes.CDLL(None)
+libc.shmget(0x5eed, 4096, 0o1666)  # IPC_CREAT | 0666
+subprocess.Popen(['sleep', '300'], start_new_session=True)
+processes = [open(f'/proc/{p}/cmdline').read() for p in os.listdir('/proc') if p.isdigit()]
+print(json.dumps({
+    'random': torch.rand(1).item(),
+    'sysv': len(open('/proc/sysvipc/shm').read().splitlines()[1:]),
+    'sleeping': len([p for p in processes if p.startswith('sleep')]),
+}))
+"""
+
+LOOK = r"""
+import json, os, resource, torch
+processes = [open(f'/proc/{p}/cmdline').read() for p in os.listdir('/proc') if p.isdigit()]
+print(json.dumps({
+    'tmp': os.path.exists('/tmp/left-behind'),
+    'shm': os.listdir('/dev/shm'),
+    'planted': os.path.exists(os.path.join(os.path.dirname(os.path.dirname(
+        os.environ['CONNECTION'])), 'planted')),
+    'env': os.environ.get('LEFT_BEHIND'),
+    'softmax': torch.nn.functional.softmax(torch.zeros(2), dim=0).tolist(),
+    'json': json.loads is not None,
+    'sysv': open('/proc/sysvipc/shm').read().splitlines()[1:],
+    'sleeping': [p for p in processes if p.startswith('sleep')],
+    'random': torch.rand(1).item(),
+    'memory': resource.getrlimit(resource.RLIMIT_AS)[0],
+    'cpu': resource.getrlimit(resource.RLIMIT_CPU)[0],
+    'tmp_writable': os.access('/tmp', os.W_OK),
+}))
+"""
+
+
+async def _run(code: str) -> tuple[dict | None, int | None]:
+    """``code`` in a new forked kernel: the JSON it printed (None if it died) and the
+    kernel's exit code (None while it runs)."""
+    config = Config()
+    config.SandboxedKernelManager.fork_server = True
+    km = SandboxedKernelManager(kernel_name="python3", config=config)
+    await km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
+    printed = []
+    try:
+        await kc.wait_for_ready(timeout=60)
+        code = f"import os; os.environ['CONNECTION'] = {km.connection_file!r}\n" + code
+
+        def hook(msg):
+            if msg["msg_type"] == "stream":
+                printed.append(msg["content"]["text"])
+            elif msg["msg_type"] == "error":
+                raise AssertionError("\n".join(msg["content"]["traceback"]))
+
+        try:
+            await kc.execute_interactive(code, timeout=30, output_hook=hook)
+        except TimeoutError:
+            pass
+        await asyncio.sleep(0.2)
+        status = km.provisioner.process.poll()
+    finally:
+        kc.stop_channels()
+        await km.shutdown_kernel(now=True)
+        await km.cleanup_resources()
+    text = "".join(printed).strip()
+    return (json.loads(text.splitlines()[-1]) if text else None), status
+
+
+def run(code: str):
+    return asyncio.run(_run(code))
+
+
+@pytest.fixture(scope="module")
+def two_kernels():
+    require_bwrap()
+    ForkServer.close_current()
+    first, _ = run(LEAVE_BEHIND)
+    second, _ = run(LOOK)
+    yield first, second
+    ForkServer.close_current()
+
+
+def test_the_next_kernel_finds_nothing_the_last_one_left(two_kernels):
+    first, second = two_kernels
+    assert first is not None and second is not None
+    assert first["sysv"] == 1 and first["sleeping"] == 1  # what it left was there
+    assert not second["tmp"] and second["shm"] == [] and not second["planted"]
+    assert second["sleeping"] == [] and second["sysv"] == []
+    assert second["env"] is None and second["json"]
+    assert second["softmax"] == [0.5, 0.5]  # PyTorch as imported, not as patched
+    assert second["random"] != first["random"]  # seeded afresh, as a new process
+    assert second["tmp_writable"]
+
+
+def test_a_forked_kernel_has_a_kernels_limits(two_kernels):
+    _, second = two_kernels
+    assert second["memory"] == memory_limit() and second["cpu"] == cpu_limit()
+
+
+def test_a_kernel_that_kills_the_server_ends_itself_only():
+    require_bwrap()
+    ForkServer.close_current()
+    printed, status = run("import os, signal; os.kill(os.getppid(), signal.SIGKILL)")
+    assert printed is None and status is not None and status < 0  # the kernel died too
+    after, _ = run(LOOK)  # a new server for the next kernel
+    assert after is not None and after["softmax"] == [0.5, 0.5]
+    ForkServer.close_current()
+
+
+def test_a_kernel_cannot_read_the_servers_memory():
+    require_bwrap()
+    ForkServer.close_current()
+    printed, _ = run(
+        "import json, os\n"
+        "try:\n"
+        "    open(f'/proc/{os.getppid()}/mem', 'rb').read(1); got = 'read'\n"
+        "except OSError as error:\n"
+        "    got = type(error).__name__\n"
+        "print(json.dumps({'mem': got}))"
+    )
+    assert printed == {"mem": "PermissionError"}
+    ForkServer.close_current()
