@@ -42,6 +42,15 @@ AUTOGRADE_PREPROCESSORS = [
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 
+# nbgrader's own first pass over a submission (its default), before it runs.
+SANITIZE_PREPROCESSORS = [
+    "nbgrader.preprocessors.ClearOutput",
+    "nbgrader.preprocessors.DeduplicateIds",
+    "nbgrader.preprocessors.OverwriteKernelspec",
+    "nbgrader.preprocessors.OverwriteCells",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+
 # The feedback page's template, autograder/templates/course_feedback: nbgrader's, with the
 # tests named and nothing loaded from another host.
 FEEDBACK_TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -95,6 +104,10 @@ def grading_settings(
     False), with the folders ``hidden`` from it, and ``cell_timeout`` seconds per cell
     (default ``CELL_TIMEOUT_S``)."""
     c.Autograde.autograde_preprocessors = list(AUTOGRADE_PREPROCESSORS)
+    if speedups.on("metadata-schema-once"):  # the same checks, the schema checked once
+        check = "autograder.metadata_check.CheckCellMetadataOnce"
+        c.Autograde.autograde_preprocessors[-1] = check
+        c.Autograde.sanitize_preprocessors = [*SANITIZE_PREPROCESSORS[:-1], check]
     c.GradingExecute.sandbox = sandbox
     # Each submission's kernel is killed once its last cell has answered, not asked to exit:
     # a graceful exit would wait for the kernel to tear down PyTorch (a few tenths of a

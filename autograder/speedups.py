@@ -25,6 +25,11 @@ SWITCHES = {
         "nbconvert checks a notebook against its schema once, after its last step, instead "
         "of after each of its steps (autograder/nbgrader_settings.py)"
     ),
+    "metadata-schema-once": (
+        "nbgrader's check of each cell's metadata builds its JSON-schema validator, and checks "
+        "the schema itself, once per process instead of once per cell "
+        "(autograder/metadata_check.py)"
+    ),
     "highlight-once": (
         "a code cell's highlighted HTML is made once per grading process and source, and "
         "reused for every page that shows the same cell (autograder/feedback.py)"

@@ -1,6 +1,8 @@
 """The grader's speed-ups (autograder/speedups.py): each can be turned off for the benchmark
 by name, a wrong name is an error, and turning one off changes what it names only."""
 
+import copy
+
 import nbformat
 import pytest
 from nbconvert.filters.highlight import Highlight2HTML
@@ -75,3 +77,51 @@ def test_the_benchmark_gives_each_switchs_share_and_says_when_scores_differ():
     assert "| 04_dot_product_attention | 30 (2.00) | 40 (2.50): +25 %" in table
     assert table.count("scores differ") == 1
     assert all(f"`{name}`" in table for name in speedups.SWITCHES)
+
+
+def test_the_sanitizing_steps_are_nbgraders_own():
+    from nbgrader.converters.autograde import Autograde
+
+    from autograder.nbgrader_settings import SANITIZE_PREPROCESSORS
+
+    names = [f"nbgrader.preprocessors.{p.__name__}" for p in Autograde().sanitize_preprocessors]
+    assert names == SANITIZE_PREPROCESSORS
+
+
+def _corrupted(nb, how):
+    nb = copy.deepcopy(nb)
+    graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    meta = graded[0].metadata["nbgrader"]
+    if how == "points":
+        meta["points"] = "all of them"
+    elif how == "duplicate id":
+        graded[1].metadata["nbgrader"]["grade_id"] = meta["grade_id"]
+    elif how == "old schema":
+        meta["schema_version"] = 1
+    elif how == "new schema":
+        meta["schema_version"] = 99
+    elif how == "unknown key":
+        meta["bonus"] = True
+    return nb
+
+
+@pytest.mark.parametrize(
+    "how", [None, "points", "duplicate id", "old schema", "new schema", "unknown key"]
+)
+def test_the_metadata_check_checked_once_decides_as_nbgraders(root, how):
+    from nbgrader.preprocessors import CheckCellMetadata
+
+    from autograder.metadata_check import CheckCellMetadataOnce
+
+    nb = nbformat.read(solution_path(root, "04_dot_product_attention"), as_version=4)
+    if how is not None:
+        nb = _corrupted(nb, how)
+    outcomes = []
+    for check in (CheckCellMetadata(), CheckCellMetadataOnce()):
+        try:
+            check.preprocess(copy.deepcopy(nb), {})
+            outcomes.append("passed")
+        except Exception as error:
+            outcomes.append(f"{type(error).__name__}: {error}")
+    assert outcomes[0] == outcomes[1]
+    assert (outcomes[0] == "passed") == (how is None)
