@@ -53,8 +53,16 @@ from pathlib import Path
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 IPC_RMID = 0
 SYSV = (("shm", "shmctl"), ("sem", "semctl"), ("msg", "msgctl"))
-# What the server imports before it forks: what every grading kernel imports first.
-PRELOAD = ("torch", "ipykernel.kernelapp")
+# What the server imports before it forks: what every grading kernel imports first, PyTorch,
+# IPython's kernel and matplotlib's core (its font list among them, which a kernel with an
+# empty HOME would otherwise build afresh). Not pyplot, whose backend must be set up in the
+# kernel's own shell, nor the course's packages: tqdm.auto, which they import, picks its
+# kind of progress bar by whether it runs in a kernel.
+PRELOAD = ("torch", "ipykernel.kernelapp", "matplotlib", "matplotlib.font_manager",
+           "matplotlib.figure")  # fmt: skip
+# What ipykernel sets when the environment names no backend (ipykernel/kernelapp.py):
+# matplotlib reads MPLBACKEND as it is imported.
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 READY_TIMEOUT_S = 120
 
 
@@ -165,6 +173,9 @@ def _become_kernel(request: dict) -> None:
         random.seed()
         numpy.random.seed()
         torch.seed()
+        import matplotlib
+
+        matplotlib.rcParams["backend"] = os.environ.get("MPLBACKEND") or INLINE_BACKEND
         threads = os.environ.get("OMP_NUM_THREADS", "")
         if threads.isdigit() and int(threads) > 0:
             torch.set_num_threads(int(threads))
@@ -180,6 +191,7 @@ def _become_kernel(request: dict) -> None:
 
 def serve(sockets: str) -> None:
     """The server's loop (``python -m autograder.fork_server SOCKETS``, in the sandbox)."""
+    os.environ["MPLBACKEND"] = os.environ.get("MPLBACKEND") or INLINE_BACKEND
     for name in PRELOAD:
         __import__(name)
     libc = _libc()

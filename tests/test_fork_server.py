@@ -53,11 +53,12 @@ print(json.dumps({
 """
 
 
-async def _run(code: str) -> tuple[dict | None, int | None]:
-    """``code`` in a new forked kernel: the JSON it printed (None if it died) and the
-    kernel's exit code (None while it runs)."""
+async def _run(code: str, forked: bool = True, shown: list | None = None):
+    """``code`` in a new forked kernel (or, not ``forked``, one started anew): the JSON
+    it printed (None if it died) and the kernel's exit code (None while it runs); the
+    kinds of data it displayed go to ``shown``."""
     config = Config()
-    config.SandboxedKernelManager.fork_server = True
+    config.SandboxedKernelManager.fork_server = forked
     km = SandboxedKernelManager(kernel_name="python3", config=config)
     await km.start_kernel()
     kc = km.client()
@@ -70,6 +71,8 @@ async def _run(code: str) -> tuple[dict | None, int | None]:
         def hook(msg):
             if msg["msg_type"] == "stream":
                 printed.append(msg["content"]["text"])
+            elif msg["msg_type"] == "display_data" and shown is not None:
+                shown.extend(sorted(msg["content"]["data"]))
             elif msg["msg_type"] == "error":
                 raise AssertionError("\n".join(msg["content"]["traceback"]))
 
@@ -87,8 +90,8 @@ async def _run(code: str) -> tuple[dict | None, int | None]:
     return (json.loads(text.splitlines()[-1]) if text else None), status
 
 
-def run(code: str):
-    return asyncio.run(_run(code))
+def run(code: str, **options):
+    return asyncio.run(_run(code, **options))
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +144,24 @@ def test_a_kernel_cannot_read_the_servers_memory():
     )
     assert printed == {"mem": "PermissionError"}
     ForkServer.close_current()
+
+
+def test_a_figure_shows_as_in_a_kernel_started_anew():
+    """matplotlib's core is imported in the server: the kernel's backend, the figure it
+    shows and the fonts it finds are a new kernel's."""
+    require_bwrap()
+    code = (
+        "import json, matplotlib, matplotlib.pyplot as plt\n"
+        "from matplotlib import font_manager\n"
+        "plt.plot([1, 2]); plt.show()\n"
+        "print(json.dumps({'backend': matplotlib.get_backend(),\n"
+        "                  'fonts': len(font_manager.fontManager.ttflist)}))"
+    )
+    results = {}
+    for forked in (True, False):
+        shown = []
+        printed, _ = run(code, forked=forked, shown=shown)
+        results[forked] = (printed, shown)
+    ForkServer.close_current()
+    assert results[True] == results[False]
+    assert "image/png" in results[True][1] and "inline" in results[True][0]["backend"]
