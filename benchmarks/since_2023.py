@@ -116,7 +116,7 @@ FINDINGS = ("recall", "latent_cache", "stretching", "sinks")
 TARGETS = ("recall", "latent_cache", "stretching")
 SEEDS = [0, 1, 2]
 # A finding re-measured after a miss is reported on seeds that no earlier run used.
-SEEDS_FOR = {"recall": [6, 7, 8], "latent_cache": [3, 4, 5]}
+SEEDS_FOR = {"recall": [6, 7, 8], "latent_cache": [6, 7, 8]}
 SETTINGS = {
     "recall": {"num_pairs": [8, 16, 48], "d_model": 32, "num_heads": 1, "num_layers": 2,
                "d_ff": 64, "steps": 1500, "batch_size": 64, "lr": 3e-3,
@@ -124,7 +124,7 @@ SETTINGS = {
     # chapter 08's counting model and its training, and how many windows evaluate it
     "counting": {**language_models.SETTINGS["counting"], "eval_windows": 64},
     "latent_cache": {"num_kv_heads": {"MHA": 4, "GQA": 2, "MQA": 1}, "d_latent": 32,
-                     "d_rope": 8},
+                     "d_rope": 16},
     "stretching": {"factors": [2, 4, 8], "fine_tune_steps": 50, "fine_tune_batch": 8,
                    "fine_tune_lr": 1e-3, "eval_windows": 32, "yarn_alpha": 1.0,
                    "yarn_beta": 32.0},
@@ -180,7 +180,10 @@ TUNING = {
         "0.159; MLA with d_latent 32 and d_rope 8 (40 numbers) 0.156 / 0.155 / 0.160 / 0.174 "
         "(mean gap +2.8 %), 48 and 8 (56 numbers) 0.158 / 0.164 / 0.159 / 0.159 (+2.0 %), "
         "32 and 16 (48 numbers) 0.152 / 0.152 / 0.156 / 0.169 (+0.3 %): d_rope 16, still "
-        "below GQA's 64 numbers, reported on seeds 3-5"
+        "below GQA's 64 numbers. A first reporting run on seeds 3-5 still had d_rope 8 by "
+        "mistake (the setting had not been changed): MLA's gaps +11.3 / +3.5 / +1.1 % (mean "
+        "+5.3 %, missed again, as on seeds 0-2); d_rope 16 is reported on seeds 6-8, which "
+        "no latent-cache run had used"
     ),
 }
 
