@@ -2,7 +2,7 @@
 plain nbgrader (issue 29).
 
     .venv/bin/python -m benchmarks.course_grading [--students 30] [--chapter CH ...]
-        [--plain-students N] [--switches] [--write]
+        [--plain-students N] [--switches [CH ...]] [--write]
 
 The class: ``--students`` students, each handing in every chapter; a chapter's
 submissions are its solution and each of its catalogued mistakes in turn
@@ -25,9 +25,9 @@ submissions are its solution and each of its catalogued mistakes in turn
 - the graded test cells' own time (the kernel's, from each autograded notebook's cell
   timing) and the overhead per submission beyond it: the job's time less that.
 
-With ``--switches``, each chapter's class is graded again with each of the grader's
-speed-ups turned off in turn (``autograder/speedups.py``): each one's share of the time,
-and the scores the same.
+With ``--switches`` (the chapters named, or every chapter run), each of those chapters'
+class is graded again with each of the grader's speed-ups turned off in turn
+(``autograder/speedups.py``): each one's share of the time, and the scores the same.
 
 Run it on a quiet machine (about an hour for 30 students); ``--write`` writes
 ``benchmarks/course_grading.md`` and ``.json``.
@@ -274,13 +274,17 @@ def main(argv=None) -> int:
     parser.add_argument("--chapter", action="append", dest="chapters", choices=ALL_CHAPTERS)
     parser.add_argument(
         "--switches",
-        action="store_true",
-        help="grade each chapter's class again with each speed-up turned off in turn",
+        nargs="*",
+        choices=ALL_CHAPTERS,
+        metavar="CH",
+        help="grade these chapters' classes (every chapter run, when none is named) again "
+        "with each speed-up turned off in turn",
     )
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args(argv)
     chapters = args.chapters or list(ALL_CHAPTERS)
     plain_students = min(args.plain_students or args.students, args.students)
+    switched = set() if args.switches is None else set(args.switches or chapters)
     results = []
     with tempfile.TemporaryDirectory(prefix="course-grading-") as folder:
         folder = Path(folder)
@@ -288,7 +292,7 @@ def main(argv=None) -> int:
             make_class(chapter, args.students, folder / "class")
         for chapter in chapters:
             results.append(
-                chapter_run(chapter, folder, args.students, plain_students, args.switches)
+                chapter_run(chapter, folder, args.students, plain_students, chapter in switched)
             )
     command = "python -m benchmarks.course_grading " + " ".join(argv or sys.argv[1:])
     text = markdown(results, command.strip())
