@@ -30,9 +30,10 @@ SWITCHES = {
         "the schema itself, once per process instead of once per cell "
         "(autograder/metadata_check.py)"
     ),
-    "highlight-once": (
-        "a code cell's highlighted HTML is made once per grading process and source, and "
-        "reused for every page that shows the same cell (autograder/feedback.py)"
+    "page-parts-once": (
+        "on the feedback pages, a code cell's highlighted HTML and a markdown cell's MathML "
+        "are made once per grading process and source, and reused for every page that "
+        "shows the same cell (autograder/feedback.py)"
     ),
 }
 

@@ -26,7 +26,7 @@ def test_every_switch_is_on_unless_named(without):
     assert all(speedups.on(name) for name in speedups.SWITCHES)
     without("validate-once", " kernel-ahead ")
     assert not speedups.on("validate-once") and not speedups.on("kernel-ahead")
-    assert speedups.on("highlight-once")
+    assert speedups.on("page-parts-once")
 
 
 def test_a_name_that_is_no_switch_is_an_error(without):
@@ -125,3 +125,17 @@ def test_the_metadata_check_checked_once_decides_as_nbgraders(root, how):
             outcomes.append(f"{type(error).__name__}: {error}")
     assert outcomes[0] == outcomes[1]
     assert (outcomes[0] == "passed") == (how is None)
+
+
+def test_markdown_math_is_the_same_remembered_or_made(root, without):
+    nb = nbformat.read(solution_path(root, "04_dot_product_attention"), as_version=4)
+
+    def converted():
+        copied = copy.deepcopy(nb)
+        feedback.MarkdownMath().preprocess(copied, {})
+        return [c.source for c in copied.cells if c.cell_type == "markdown"]
+
+    remembered, again = converted(), converted()
+    without("page-parts-once")
+    made = converted()
+    assert remembered == again == made and any("<math" in s for s in made)
