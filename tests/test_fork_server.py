@@ -24,7 +24,12 @@ sys.modules['json'].loads = None
 libc = ctypes.CDLL(None)
 libc.shmget(0x5eed, 4096, 0o1666)  # IPC_CREAT | 0666
 subprocess.Popen(['sleep', '300'], start_new_session=True)
-processes = [open(f'/proc/{p}/cmdline').read() for p in os.listdir('/proc') if p.isdigit()]
+import time
+for _ in range(200):  # until the child has become sleep (a busy machine is slow to exec)
+    processes = [open(f'/proc/{p}/cmdline').read() for p in os.listdir('/proc') if p.isdigit()]
+    if any(p.startswith('sleep') for p in processes):
+        break
+    time.sleep(0.05)
 print(json.dumps({
     'random': torch.rand(1).item(),
     'sysv': len(open('/proc/sysvipc/shm').read().splitlines()[1:]),
@@ -77,7 +82,7 @@ async def _run(code: str, forked: bool = True, shown: list | None = None):
                 raise AssertionError("\n".join(msg["content"]["traceback"]))
 
         try:
-            await kc.execute_interactive(code, timeout=30, output_hook=hook)
+            await kc.execute_interactive(code, timeout=120, output_hook=hook)
         except TimeoutError:
             pass
         await asyncio.sleep(0.2)
