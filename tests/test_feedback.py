@@ -21,8 +21,8 @@ from browser import launch
 from bwrap import grade_options
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-from autograder.chapters import chapters_in, release_path, solution_path
 import autograder.feedback as feedback_module
+from autograder.chapters import chapters_in, release_path, solution_path
 from autograder.feedback import (
     MarkdownMath,
     TestNames,
