@@ -204,17 +204,14 @@ class MarkdownMath(Preprocessor):
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type == "markdown":
-            convert = _remembered_mathml if speedups.on("page-parts-once") else _mathml
+            on = speedups.on("page-parts-once")
+            convert = _remembered_mathml if on else markdown_math_to_mathml
             cell.source = convert(cell.source)
         return cell, resources
 
 
-def _mathml(source: str) -> str:
-    return markdown_math_to_mathml(source)
-
-
 # A class hands in the course's markdown cells unchanged: each one's MathML is made once.
-_remembered_mathml = functools.lru_cache(maxsize=4096)(_mathml)
+_remembered_mathml = functools.lru_cache(maxsize=4096)(markdown_math_to_mathml)
 
 
 # --- the exporter: the same page, faster for a class ---------------------------------------
