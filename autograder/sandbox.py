@@ -56,7 +56,7 @@ from attention_course.runtime import GRADING_ENV
 from autograder.cells import grade_id
 from autograder.chapters import INSTALLED_ROOT, CourseError
 from autograder.fork_server import ForkedKernel, ForkServer
-from autograder.kernel_imports import kernel_imports
+from autograder.kernel_imports import kernel_imports, kernel_python
 
 # Address space (RLIMIT_AS) of a grading kernel. PyTorch reserves far more virtual memory
 # than it touches: the solution kernels of the seven chapters, in grading mode on one
@@ -233,9 +233,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         cpu = cpu_limit() if self.cpu_limit is None else self.cpu_limit
         hidden = list(self.hidden)
         environment = tuple(sorted(os.environ.items()))
-        python = self.kernel_spec.argv[0] if self.kernel_spec.argv else sys.executable
-        if python in {"python", "python3", "{python}"}:
-            python = sys.executable
+        python = kernel_python()
 
         def command(folder):
             server = [python, "-m", "autograder.fork_server", folder]
@@ -245,15 +243,12 @@ class SandboxedKernelManager(AsyncKernelManager):
         return ForkServer.get(command, signature)
 
     async def _async_pre_start_kernel(self, **kw):
-        if self.fork_server and self._folder is None:
-            self._server = self._fork_server()
-            self._folder = self._server.new_folder()
-            self.transport = "ipc"
-            self.cache_ports = False
-            self.ip = os.path.join(self._folder, "kernel")
-            self.connection_file = os.path.join(self._folder, "kernel.json")
         if self._folder is None:
-            self._folder = tempfile.mkdtemp(prefix="grading-kernel-")
+            if self.fork_server:
+                self._server = self._fork_server()
+                self._folder = self._server.new_folder()
+            else:
+                self._folder = tempfile.mkdtemp(prefix="grading-kernel-")
             self.transport = "ipc"
             self.cache_ports = False
             self.ip = os.path.join(self._folder, "kernel")
