@@ -38,6 +38,7 @@ class History:
     eval_seconds: list[float] = field(default_factory=list)
     max_steps: int = 0  # the steps asked for
     stopped_by_clock: bool = False  # the time limit ran out before max_steps
+    converged: bool = False  # stopped before max_steps, the loss below ``stop_below``
 
     def steps_done(self) -> str:
         """``1,500 steps``, or ``348 of 1,500 steps (stopped by the time limit)``."""
@@ -60,6 +61,10 @@ class History:
         return self.metrics[name][-1]
 
 
+# The steps whose mean loss says that training has converged (``train``'s ``stop_below``).
+CONVERGED_OVER = 50
+
+
 def parameter_count(model: torch.nn.Module) -> int:
     """The number of numbers a model learns: sum over its parameters of their sizes."""
     return sum(p.numel() for p in model.parameters())
@@ -78,8 +83,11 @@ def train(
     evaluate: Callable[[torch.nn.Module], dict[str, float]] | None = None,
     eval_every: int = 100,
     progress: bool | None = None,
+    stop_below: float | None = None,
 ) -> History:
-    """Train ``model`` with Adam (or ``optimizer``) until ``max_steps`` or ``seconds`` run out.
+    """Train ``model`` with Adam (or ``optimizer``) until ``max_steps`` or ``seconds`` run out,
+    or, with ``stop_below``, once the mean loss of the last ``CONVERGED_OVER`` steps is below
+    it (``History.converged``).
 
     ``evaluate(model)`` is called in ``eval`` mode under ``torch.no_grad()`` every
     ``eval_every`` steps and once at the end; its dict of numbers goes into the history.
@@ -131,8 +139,14 @@ def train(
         bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
         if evaluate is not None and step % eval_every == 0:
             run_eval(step)
+        recent = history.losses[-CONVERGED_OVER:]
+        if stop_below is not None and len(recent) == CONVERGED_OVER:
+            if sum(recent) / CONVERGED_OVER < stop_below:
+                history.converged = True
+                break
     bar.close()
-    history.max_steps, history.stopped_by_clock = max_steps, step < max_steps
+    history.max_steps = max_steps
+    history.stopped_by_clock = step < max_steps and not history.converged
     if history.stopped_by_clock:
         print(
             f"Training stopped at its time limit of {seconds:g} s after {step:,} of "
@@ -159,6 +173,7 @@ def train_on_samples(
     evaluate=None,
     eval_every: int = 100,
     seconds: float = 3600.0,
+    stop_below: float | None = None,
 ) -> History:
     """:func:`train` on fresh batches drawn by ``sample(batch_size, generator)``, the
     generator seeded with ``seed``, for generated data (chapters 08 and 10); ``seconds`` is
@@ -173,4 +188,5 @@ def train_on_samples(
         lr=lr,
         evaluate=evaluate,
         eval_every=eval_every,
+        stop_below=stop_below,
     )

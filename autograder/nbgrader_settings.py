@@ -121,6 +121,7 @@ def grading_settings(
     # Each kernel forked from a process of the same sandbox that imported PyTorch once
     # (autograder/fork_server.py says what stays isolated and how).
     c.SandboxedKernelManager.fork_server = sandbox and speedups.on("fork-server")
+    c.SandboxedKernelManager.torch_imports_ahead = speedups.on("torch-imports-ahead")
     if cell_timeout is not None:
         c.Execute.timeout = int(cell_timeout)
     return c

@@ -55,7 +55,7 @@ from traitlets import Bool, Integer, List, Unicode
 from attention_course.runtime import GRADING_ENV
 from autograder.cells import grade_id
 from autograder.chapters import INSTALLED_ROOT, CourseError
-from autograder.fork_server import ForkedKernel, ForkServer
+from autograder.fork_server import AHEAD, ForkedKernel, ForkServer
 from autograder.kernel_imports import kernel_imports, kernel_python
 
 # Address space (RLIMIT_AS) of a grading kernel. PyTorch reserves far more virtual memory
@@ -223,6 +223,9 @@ class SandboxedKernelManager(AsyncKernelManager):
     tmp_size = Integer(TMP_SIZE, config=True, help="size of the kernel's private /tmp, bytes")
     hidden = List(Unicode(), config=True, help="folders the kernel sees empty")
     fork_server = Bool(False, config=True, help="fork the kernel from the fork server")
+    torch_imports_ahead = Bool(
+        False, config=True, help="the fork server imports what PyTorch imports on first use"
+    )
 
     _folder: str | None = None
     _server = None
@@ -237,9 +240,11 @@ class SandboxedKernelManager(AsyncKernelManager):
 
         def command(folder):
             server = [python, "-m", "autograder.fork_server", folder]
+            server += [AHEAD] if self.torch_imports_ahead else []
             return sandbox_command(server, folder, hidden, memory, cpu, self.tmp_size)
 
         signature = (python, memory, cpu, self.tmp_size, tuple(hidden), environment)
+        signature += (self.torch_imports_ahead,)
         return ForkServer.get(command, signature)
 
     async def _async_pre_start_kernel(self, **kw):

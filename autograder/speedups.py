@@ -17,6 +17,11 @@ SWITCHES = {
         "PyTorch and IPython once per worker, instead of starting a new Python that imports "
         "them (autograder/fork_server.py)"
     ),
+    "torch-imports-ahead": (
+        "the fork server also imports what PyTorch imports only on first use (torch._dynamo, "
+        "with torch.fx and SymPy, about 2 s), which every chapter's graded cells reach "
+        "(autograder/fork_server.py)"
+    ),
     "kernel-ahead": (
         "a worker starts the next submission's kernel, PyTorch imported, while nbgrader "
         "saves the last one's grades and writes its feedback page (autograder/sandbox.py)"

@@ -116,11 +116,11 @@ FINDINGS = ("recall", "latent_cache", "stretching", "sinks")
 TARGETS = ("recall", "latent_cache", "stretching")
 SEEDS = [0, 1, 2]
 # A finding re-measured after a miss is reported on seeds that no earlier run used.
-SEEDS_FOR = {"recall": [6, 7, 8], "latent_cache": [6, 7, 8]}
+SEEDS_FOR = {"recall": [9, 10, 11], "latent_cache": [6, 7, 8]}
 SETTINGS = {
     "recall": {"num_pairs": [8, 16, 48], "d_model": 32, "num_heads": 1, "num_layers": 2,
-               "d_ff": 64, "steps": 1500, "batch_size": 64, "lr": 3e-3,
-               "eval_sequences": 512},
+               "d_ff": 64, "steps": 3000, "converged_below": 0.02, "batch_size": 64,
+               "lr": 3e-3, "eval_sequences": 512},
     # chapter 08's counting model and its training, and how many windows evaluate it
     "counting": {**language_models.SETTINGS["counting"], "eval_windows": 64},
     "latent_cache": {"num_kv_heads": {"MHA": 4, "GQA": 2, "MQA": 1}, "d_latent": 32,
@@ -132,7 +132,7 @@ SETTINGS = {
               "late": 32, "block": 16},
 }  # fmt: skip
 TUNING = {
-    "seeds": [100, 101, 102, 103, 104, 105, 3, 4, 5],
+    "seeds": [100, 101, 102, 103, 104, 105, 3, 4, 5, 6, 7, 8],
     "note": (
         "recall: seed 100 at d_model 32, 600 steps, 8 / 16 / 32 / 64 pairs (softmax 1.00 at "
         "each, linear 0.91 / 0.83 / 0.68 / 0.03, delta 0.86 / 0.60 / 0.36 / 0.25: the state "
@@ -183,7 +183,19 @@ TUNING = {
         "below GQA's 64 numbers. A first reporting run on seeds 3-5 still had d_rope 8 by "
         "mistake (the setting had not been changed): MLA's gaps +11.3 / +3.5 / +1.1 % (mean "
         "+5.3 %, missed again, as on seeds 0-2); d_rope 16 is reported on seeds 6-8, which "
-        "no latent-cache run had used"
+        "no latent-cache run had used. Recall again, after it missed on seed 8 (seeds 6-8 became "
+        "tuning seeds): the delta rule did not learn the task in 1500 steps there, ending at a "
+        "training loss of 1.94 at 16 pairs (0.49 recalled) and 1.54 at 48 pairs after a "
+        "restart (0.57, below linear attention's 0.60), where its other runs end near 0.01 and "
+        "at 0.7 to 1.1. Tried on seed 8 with the delta rule: at 16 pairs, a warm-up of 150 "
+        "steps and a cosine decay to a tenth recalled 0.98, lr 1e-3 0.98, 3000 steps 0.50 "
+        "(loss 1.69); at 48 pairs, the warm-up and cosine 0.16 and lr 1e-3 0.09 (both stuck "
+        "on the plateau, losses 3.5 and 3.9), training on a mixture of 12 to 48 pairs 0.31, "
+        "3000 steps 0.78 (loss 0.78), where linear attention with 3000 steps recalled 0.61 "
+        "(0.60 with 1500). So up to 3000 steps, stopping once the mean training loss of the "
+        "last 50 steps is below 0.02 (the runs that have learned everything), and a run that "
+        "ends above a quarter of the loss of guessing (1.04; it was half) is trained again, "
+        "the run with the lowest training loss kept; reported on seeds 9-11"
     ),
 }
 
@@ -197,13 +209,16 @@ RECALL_PARTS = MixerParts(
 # ------------------------------------------------------------------ 1. recall
 
 
-# A run whose training loss ends above half the loss of guessing (ln num_values) never left
-# the starting plateau (softmax attention did not, on seed 5 at 16 and 32 pairs: 3.69 and
-# 3.99, where ln 64 = 4.16): an optimisation failure, not what the mixer can recall. Such a
-# run is trained again from a new initialisation (the same batches), up to RESTARTS times,
-# whatever the mixer; the rows say how many times.
+# A run whose training loss ends above a quarter of the loss of guessing (ln num_values)
+# did not learn the task: softmax attention never left the starting plateau on seed 5 at 16
+# and 32 pairs (3.69 and 3.99, where ln 64 = 4.16), the delta rule stopped at 1.7 on seed 8
+# at 16 pairs where its other runs reach 0.01. That is an optimisation failure, not what the
+# mixer can recall, so such a run is trained again from a new initialisation (the same
+# batches), up to RESTARTS times, whatever the mixer, and the run with the lowest training
+# loss is kept; the rows say how many times. Runs that the state limits end below it (linear
+# attention at 48 pairs: 0.67 to 0.87).
 RESTARTS = 2
-STUCK = 0.5
+STUCK = 0.25
 
 
 def recall_run(mixer: str, num_pairs: int, seed: int) -> dict:
@@ -216,6 +231,7 @@ def recall_run(mixer: str, num_pairs: int, seed: int) -> dict:
         d_ff=s["d_ff"],
     )
     stuck_above = STUCK * math.log(cfg.num_values)
+    runs = []  # (final loss, restarts, model, history)
     for restarts in range(RESTARTS + 1):
         torch.manual_seed(seed + 1000 * restarts)  # the initialisation; the batches: seed
         model = RecallModel(cfg, RECALL_PARTS)
@@ -226,9 +242,12 @@ def recall_run(mixer: str, num_pairs: int, seed: int) -> dict:
             batch_size=s["batch_size"],
             lr=s["lr"],
             seed=seed,
+            stop_below=s["converged_below"],
         )
-        if statistics.mean(history.losses[-50:]) <= stuck_above:
+        runs.append((statistics.mean(history.losses[-50:]), restarts, model, history))
+        if runs[-1][0] <= stuck_above:
             break
+    _, _, model, history = min(runs, key=lambda run: run[0])
     model.eval()
     x, y = associative_recall(
         s["eval_sequences"], num_pairs, num_pairs, torch.Generator().manual_seed(54321)
@@ -245,7 +264,7 @@ def recall_run(mixer: str, num_pairs: int, seed: int) -> dict:
         "steps": len(history.steps),
         "seconds": round(history.seconds, 1),
         "final_training_loss": history.losses[-1],
-        "restarts": restarts,
+        "restarts": len(runs) - 1,
     }
 
 
@@ -501,10 +520,10 @@ def seeds_for(finding: str, seeds=None) -> list[int]:
     return list(seeds or SEEDS_FOR.get(finding, SEEDS))
 
 
-def recall_runs(seed: int, num_pairs: int) -> list[dict]:
-    """The three mixers at one number of pairs, on one seed and one thread."""
+def recall_on_one_thread(mixer: str, num_pairs: int, seed: int) -> dict:
+    """:func:`recall_run` on one thread (a process of ``run``'s pool)."""
     torch.set_num_threads(1)
-    return [recall_run(m, num_pairs, seed) for m in ("softmax", "linear", "delta")]
+    return recall_run(mixer, num_pairs, seed)
 
 
 def run(only, seeds=None, jobs: int = 1) -> dict:
@@ -512,17 +531,21 @@ def run(only, seeds=None, jobs: int = 1) -> dict:
     ``jobs`` processes at once."""
     results = {}
     if "recall" in only:
+        mixers = ("softmax", "linear", "delta")
         tasks = [
-            (seed, n)
+            (mixer, n, seed)
+            for n in sorted(SETTINGS["recall"]["num_pairs"], reverse=True)  # longest first
+            for mixer in reversed(mixers)
             for seed in seeds_for("recall", seeds)
-            for n in SETTINGS["recall"]["num_pairs"]
         ]
-        if jobs > 1:  # one process per (seed, pairs); each run on one thread, as alone
+        if jobs > 1:  # one run at a time per process, each on one thread, as alone
             with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-                done = pool.starmap(recall_runs, tasks)
+                rows = pool.starmap(recall_on_one_thread, tasks, chunksize=1)
         else:
-            done = [recall_runs(*task) for task in tasks]
-        results["recall"] = [row for rows in done for row in rows]
+            rows = [recall_on_one_thread(*task) for task in tasks]
+        results["recall"] = sorted(
+            rows, key=lambda r: (r["seed"], r["num_pairs"], mixers.index(r["mixer"]))
+        )
     if "latent_cache" in only:
         results["latent_cache"] = [
             latent_run(k, seed)

@@ -124,6 +124,29 @@ def test_train_learns_and_respects_max_steps():
     assert history.last("error") < 0.05 and history.losses[-1] < history.losses[0]
 
 
+def test_train_stops_once_its_loss_is_below_stop_below(capsys):
+    """With ``stop_below``, training ends at the first step whose last CONVERGED_OVER losses
+    average below it; that is not the clock's stop, and nothing is printed."""
+    from attention_course.training import CONVERGED_OVER
+
+    set_seed(0)
+    losses = iter([1.0] * 60 + [0.001] * 1000)
+    history = train(
+        torch.nn.Linear(1, 1),
+        lambda s: torch.randn(4, 1),
+        lambda m, b: m(b).pow(2).mean() * 0 + next(losses),
+        seconds=30,
+        max_steps=500,
+        progress=False,
+        stop_below=0.02,
+    )
+    # the mean of the last 50 falls below 0.02 once at most 0.98 / 0.999 of them are 1.0
+    assert history.converged and not history.stopped_by_clock
+    assert sum(history.losses[-CONVERGED_OVER:]) / CONVERGED_OVER < 0.02
+    assert sum(history.losses[-CONVERGED_OVER - 1 : -1]) / CONVERGED_OVER >= 0.02
+    assert len(history.steps) < 500 and capsys.readouterr().out == ""
+
+
 def test_train_stops_at_its_time_budget_and_says_so(capsys):
     model = torch.nn.Linear(1, 1)
     history = train(

@@ -58,12 +58,14 @@ print(json.dumps({
 """
 
 
-async def _run(code: str, forked: bool = True, shown: list | None = None):
-    """``code`` in a new forked kernel (or, not ``forked``, one started anew): the JSON
-    it printed (None if it died) and the kernel's exit code (None while it runs); the
-    kinds of data it displayed go to ``shown``."""
+async def _run(code: str, forked: bool = True, shown: list | None = None, ahead=False):
+    """``code`` in a new forked kernel (or, not ``forked``, one started anew; ``ahead``:
+    from a server that imported torch._dynamo): the JSON it printed (None if it died) and
+    the kernel's exit code (None while it runs); the kinds of data it displayed go to
+    ``shown``."""
     config = Config()
     config.SandboxedKernelManager.fork_server = forked
+    config.SandboxedKernelManager.torch_imports_ahead = ahead
     km = SandboxedKernelManager(kernel_name="python3", config=config)
     await km.start_kernel()
     kc = km.client()
@@ -170,3 +172,39 @@ def test_a_figure_shows_as_in_a_kernel_started_anew():
     ForkServer.close_current()
     assert results[True] == results[False]
     assert "image/png" in results[True][1] and "inline" in results[True][0]["backend"]
+
+
+# What the exercise watchers do (attention_course/watch.py): a tensor detached under a
+# dispatch mode, which makes PyTorch import torch._dynamo on first use.
+FIRST_USE = r"""
+import json, sys, time, torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+class Watch(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+before = 'torch._dynamo' in sys.modules
+start = time.process_time()
+with Watch():
+    torch.ones(2).detach()
+print(json.dumps({'before': before, 'after': 'torch._dynamo' in sys.modules,
+                  'threads': torch.get_num_threads(),
+                  'cpu_s': time.process_time() - start}))
+"""
+
+
+def test_a_kernel_forked_with_torch_imports_ahead_finds_them_imported():
+    """With ``torch-imports-ahead`` the first use costs no import, and the kernel's thread
+    pool is as a new kernel's; without it the kernel imports them itself, as before."""
+    require_bwrap()
+    results = {}
+    for ahead in (True, False):
+        ForkServer.close_current()
+        results[ahead], _ = run(FIRST_USE, ahead=ahead)
+    ForkServer.close_current()
+    anew, _ = run(FIRST_USE, forked=False)
+    assert results[True]["before"] and results[True]["after"]
+    assert not results[False]["before"] and results[False]["after"]
+    assert results[True]["threads"] == results[False]["threads"] == anew["threads"]
+    assert results[True]["cpu_s"] < results[False]["cpu_s"]

@@ -41,9 +41,11 @@ def test_the_grading_configuration_follows_the_switches(without, tmp_path):
     settings = GradingSettings(Out(tmp_path / "out"), "sqlite://", False)
     config = grading_config(settings, prestart=True)
     assert config.GradingExecute.prestart and config.Exporter.optimistic_validation
-    without("kernel-ahead", "validate-once")
+    assert config.SandboxedKernelManager.torch_imports_ahead
+    without("kernel-ahead", "validate-once", "torch-imports-ahead")
     config = grading_config(settings, prestart=True)
     assert not config.GradingExecute.prestart and not config.Exporter.optimistic_validation
+    assert not config.SandboxedKernelManager.torch_imports_ahead
     assert not grading_config(settings, prestart=False).GradingExecute.prestart
 
 
