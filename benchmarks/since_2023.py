@@ -215,8 +215,8 @@ RECALL_PARTS = MixerParts(
 # at 16 pairs where its other runs reach 0.01. That is an optimisation failure, not what the
 # mixer can recall, so such a run is trained again from a new initialisation (the same
 # batches), up to RESTARTS times, whatever the mixer, and the run with the lowest training
-# loss is kept; the rows say how many times. Runs that the state limits end below it (linear
-# attention at 48 pairs: 0.67 to 0.87).
+# loss is kept; the rows say how many times. Runs that the state limits mostly end below it
+# (linear attention at 48 pairs: 0.67 to 0.87 on seeds 6-8; on seed 9 its first run did not).
 RESTARTS = 2
 STUCK = 0.25
 
