@@ -30,7 +30,7 @@ def grade_by_hand(
     answers: dict[str, dict] = {}
     page = browser.new_page()
     try:
-        page.set_default_timeout(30_000)
+        page.set_default_timeout(90_000)
         page.goto(formgrader)
         page.get_by_role("link", name="Manual Grading").click()
         page.get_by_role("link", name=chapter).click()  # the assignment
@@ -41,6 +41,12 @@ def grade_by_hand(
         if scores:
             expect(row.locator("td.needs-manual-grade .glyphicon-ok")).to_be_visible()
         row.get_by_role("link", name=student, exact=True).click()
+        # The page binds a box to its save only once it has fetched the grades and the
+        # comments; typed before that (a busy machine), a score is never saved.
+        page.wait_for_function(
+            "() => window.formgrader && formgrader.grades && formgrader.grades.loaded"
+            " && formgrader.comments && formgrader.comments.loaded"
+        )
         for cell, points in scores.items():
             box = page.locator(f"input.score#{cell}")
             with saved(page, "grade") as answer:
