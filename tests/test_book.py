@@ -411,94 +411,62 @@ DISPLAY_OFFSETS_JS = """() => Array.from(document.querySelectorAll("div.math.not
 DISPLAY_CENTRE_TOLERANCE_PX = 3
 
 
-def test_pages_render_offline_in_a_browser(site, server):
-    chromium = find_chromium()
-    from playwright.sync_api import sync_playwright
+def render_problems(page, rel: str) -> list[str]:
+    """On a page loaded and typeset in the light tab at 1280 px (after its axe-core run):
+    its title starts with its heading, its math typeset without an error and its display
+    equations centred, its images loaded (its figures with alt text, as many as it
+    measures), its explorers answer; then its screenshot. Returns what went wrong."""
+    problems = []
+    page.wait_for_load_state("networkidle")  # what the page loads after its load event
+    title, heading = page.title().strip(), page.evaluate(HEADING_JS)
+    if not title or not heading or not title.startswith(heading):
+        problems.append(f"{rel}: title {title!r} does not start with its heading {heading!r}")
+    if page.evaluate(MATH_COUNT_JS):
+        errors = page.evaluate(MATH_ERRORS_JS)
+        if errors:
+            problems.append(f"{rel}: MathJax could not typeset {errors}")
+        problems += [
+            f"{rel}: display equation {text!r} sits {offset:+.0f} px off the centre of the "
+            "text column"
+            for offset, text in page.evaluate(DISPLAY_OFFSETS_JS)
+            if abs(offset) > DISPLAY_CENTRE_TOLERANCE_PX
+        ]
+    images = page.evaluate(IMAGES_JS)
+    broken = [src for src, width, _, _ in images if width == 0]
+    no_alt = [src for src, _, alt, in_figure in images if in_figure and not alt]
+    if broken:
+        problems.append(f"{rel}: images that did not load: {broken}")
+    if no_alt:
+        problems.append(f"{rel}: figures without alt text: {no_alt}")
+    expected = MEASURED_FIGURES.get(rel, 0)
+    if len(images) < expected:
+        problems.append(f"{rel}: expected its {expected} measured figures, found {len(images)}")
+    problems += drive_explorers(page, rel)
+    # networkidle: the web fonts requested while typesetting, and nothing left in flight
+    # that the next page's load would abort
+    page.wait_for_load_state("networkidle")
+    page.screenshot(path=str(SCREENSHOTS / (rel.replace("/", "__")[:-5] + ".png")), full_page=True)
+    return problems
 
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    for old in SCREENSHOTS.glob("*.png"):
-        old.unlink()
-    external, failed, bad_status, page_errors, problems = [], [], [], [], []
 
-    def route(route):
-        url = route.request.url
-        parts = urlsplit(url)
-        if parts.scheme in {"data", "blob", "about"} or parts.hostname in LOCAL_HOSTS:
-            route.continue_()
-        else:
-            external.append(url)
-            route.abort()
-
-    with sync_playwright() as p:
-        browser = launch(p, chromium)
-        try:
-            context = browser.new_context(viewport={"width": 1280, "height": 900})
-            context.route("**/*", route)
-            page = context.new_page()
-            page.on("requestfailed", lambda r: failed.append(f"{r.url} ({r.failure})"))
-            page.on(
-                "response",
-                lambda r: r.status >= 400 and bad_status.append(f"{r.url}: HTTP {r.status}"),
-            )
-            page.on("pageerror", lambda e: page_errors.append(f"{page.url}: {e}"))
-            for path in html_pages(site):
-                rel = path.relative_to(site).as_posix()
-                # networkidle: leave nothing in flight that the next page.goto would abort
-                page.goto(f"{server}/{rel}", wait_until="networkidle")
-                if 'http-equiv="Refresh"' in path.read_text(encoding="utf-8"):
-                    # index.html redirects to the root page of the toc
-                    page.wait_for_url(re.compile(r".*/book/intro\.html$"), timeout=10_000)
-                    page.wait_for_load_state("networkidle")
-                    continue
-                title, heading = page.title().strip(), page.evaluate(HEADING_JS)
-                if not title or not heading or not title.startswith(heading):
-                    problems.append(
-                        f"{rel}: title {title!r} does not start with its heading {heading!r}"
-                    )
-                if page.evaluate(MATH_COUNT_JS):
-                    try:
-                        page.wait_for_function(MATH_DONE_JS, timeout=30_000)
-                    except Exception:
-                        problems.append(
-                            f"{rel}: MathJax did not typeset the page's math within 30 s"
-                        )
-                    errors = page.evaluate(MATH_ERRORS_JS)
-                    if errors:
-                        problems.append(f"{rel}: MathJax could not typeset {errors}")
-                    problems += [
-                        f"{rel}: display equation {text!r} sits {offset:+.0f} px off the "
-                        "centre of the text column"
-                        for offset, text in page.evaluate(DISPLAY_OFFSETS_JS)
-                        if abs(offset) > DISPLAY_CENTRE_TOLERANCE_PX
-                    ]
-                images = page.evaluate(IMAGES_JS)
-                broken = [src for src, width, _, _ in images if width == 0]
-                no_alt = [src for src, _, alt, in_figure in images if in_figure and not alt]
-                if broken:
-                    problems.append(f"{rel}: images that did not load: {broken}")
-                if no_alt:
-                    problems.append(f"{rel}: figures without alt text: {no_alt}")
-                expected = MEASURED_FIGURES.get(rel, 0)
-                if len(images) < expected:
-                    problems.append(
-                        f"{rel}: expected its {expected} measured figures, found {len(images)}"
-                    )
-                problems += drive_explorers(page, rel)
-                page.wait_for_load_state("networkidle")  # web fonts requested while typesetting
-                page.screenshot(
-                    path=str(SCREENSHOTS / (rel.replace("/", "__")[:-5] + ".png")), full_page=True
-                )
-        finally:
-            browser.close()
-
-    local_failures = [f for f in failed if urlsplit(f.split(" ")[0]).hostname in LOCAL_HOSTS]
-    assert not external, "pages tried to load from other hosts:\n" + "\n".join(
-        sorted(set(external))
+def test_pages_render_offline_in_a_browser(survey):
+    """Every page, in the survey's light tab at 1280 px: nothing requested from another
+    host, no request failed or answered with an error, no JavaScript error, and each page's
+    own checks (``render_problems``); index.html sends the reader to the intro."""
+    local_failures = [f for f in survey.failed if urlsplit(f.split(" ")[0]).hostname in LOCAL_HOSTS]
+    assert survey.redirect, "index.html does not send the reader to book/intro.html"
+    assert not survey.blocked, "pages tried to load from other hosts:\n" + "\n".join(
+        sorted(set(survey.blocked))
     )
     assert not local_failures, "requests failed:\n" + "\n".join(local_failures)
-    assert not bad_status, "requests answered with an error:\n" + "\n".join(bad_status)
-    assert not page_errors, "JavaScript errors:\n" + "\n".join(page_errors)
-    assert not problems, "\n".join(problems)
+    assert not survey.bad_status, "requests answered with an error:\n" + "\n".join(
+        survey.bad_status
+    )
+    assert not survey.errors, "JavaScript errors:\n" + "\n".join(survey.errors)
+    assert len(survey.rendered) == len(survey.pages), (
+        f"{len(survey.rendered)} of {len(survey.pages)} pages checked"
+    )
+    assert not survey.problems, "\n".join(survey.problems)
 
 
 # ---------------------------------------------------------------------------------------
@@ -660,8 +628,8 @@ class Tab:
 
 class Survey:
     """What one pass over every page found: axe-core's violations in the light and the dark
-    mode at 1280 px, and the display equations a reader cannot read whole at 1280 and at
-    390 px."""
+    mode at 1280 px, the display equations a reader cannot read whole at 1280 and at
+    390 px, and what the light tab saw of each page's rendering (``render_problems``)."""
 
     def __init__(self):
         self.pages: list[str] = []
@@ -670,15 +638,26 @@ class Survey:
         self.blocked: list[str] = []
         self.errors: list[str] = []
         self.light: Tab | None = None
+        # the light tab's: local requests that failed, answers >= 400, render_problems
+        self.failed: list[str] = []
+        self.bad_status: list[str] = []
+        self.problems: list[str] = []
+        self.rendered: list[str] = []
+        self.redirect = False
+        self.axe_running = False  # in the light tab
 
 
 @pytest.fixture(scope="module")
 def survey(site, server):
     """Three tabs, light and dark at 1280 px and a phone's 390 px, load each page together:
-    their MathJax and axe-core runs overlap. The light tab stays open for the search test."""
+    their MathJax and axe-core runs overlap, and the light tab's rendering checks overlap
+    the dark tab's axe-core run. The light tab stays open for the search test."""
     chromium = find_chromium()
     from playwright.sync_api import sync_playwright
 
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for old in SCREENSHOTS.glob("*.png"):
+        old.unlink()
     found = Survey()
     with sync_playwright() as p:
         browser = launch(p, chromium)
@@ -688,6 +667,21 @@ def survey(site, server):
                 for mode, width in (("light", 1280), ("dark", 1280), ("light", 390))
             )
             found.light = light
+            light.page.on("requestfailed", lambda r: found.failed.append(f"{r.url} ({r.failure})"))
+
+            def answered(response):
+                # axe-core reads the style sheets' @imports again, by fetch or XHR, resolved
+                # against the page instead of the sheet (basic.css): not the site's requests
+                axes = found.axe_running and response.request.resource_type in {"fetch", "xhr"}
+                if response.status >= 400 and not axes:
+                    found.bad_status.append(f"{response.url}: HTTP {response.status}")
+
+            light.page.on("response", answered)
+            # index.html only redirects, to the root page of the toc
+            light.page.goto(f"{server}/index.html", wait_until="load")
+            light.page.wait_for_url(re.compile(r".*/book/intro\.html$"), timeout=10_000)
+            light.page.wait_for_load_state("networkidle")
+            found.redirect = True
             found.pages = book_pages(site)
             for rel in found.pages:
                 html_text = (site / rel.split("?")[0]).read_text(encoding="utf-8")
@@ -699,12 +693,17 @@ def survey(site, server):
                 light.settle(rel)
                 dark.settle(rel)
                 found.equations += light.equation_problems(rel)
+                found.axe_running = True
                 light.start_axe()
                 dark.start_axe()
                 if phone in tabs:  # typesets while the other two tabs run axe-core
                     phone.settle(rel)
                     found.equations += phone.equation_problems(rel)
-                found.violations += light.axe_violations(rel) + dark.axe_violations(rel)
+                found.violations += light.axe_violations(rel)
+                found.axe_running = False
+                found.problems += render_problems(light.page, rel)  # beside dark's axe-core
+                found.rendered.append(rel)
+                found.violations += dark.axe_violations(rel)
             yield found
         finally:
             browser.close()
