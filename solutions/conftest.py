@@ -1,8 +1,10 @@
-"""nbval runs every solution notebook top to bottom in grading mode.
+"""nbval runs a solution notebook top to bottom in grading mode, hidden tests included:
+``.venv/bin/python -m pytest solutions/ID`` while a chapter is written.
 
-``make test`` checks that each notebook runs without an error; in grading mode its
-experiments train for seconds instead of a minute (``attention_course.runtime.budget``),
-which keeps the suite within its 30 minutes. The full runs, what a student sees, are timed
+In grading mode the experiments train for seconds instead of a minute
+(``attention_course.runtime.budget``). ``make test`` does not run solutions/: it runs the
+same notebook as a student has it, its exercises solved, by nbval from the student kit
+(``tests/test_kit.py``), and the hidden tests through the grader (``tests/test_grading.py``). The full runs, what a student sees, are timed
 against their budgets by ``python -m benchmarks.run --chapter ID``, and the chapters' pages,
 which the book build executes, train the reference models in full.
 """

@@ -29,7 +29,6 @@ def one_thread():
 # tests that use both cores (two grading workers, a kit's two kernels, the browser) run
 # once the build is done, instead of sharing the cores three ways with it.
 ONE_CORE_FIRST = (
-    "solutions",  # nbval: each solution notebook in one kernel, one after the other
     "tests/test_mistakes.py",
     "tests/test_resume.py",
     "tests/test_solution_check.py",
