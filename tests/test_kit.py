@@ -347,9 +347,13 @@ def _run_from_kit(chapter: str, built: dict, folder: Path) -> list[str]:
     )
     problems = []
     said, said_err = validated.communicate(timeout=900)
-    # then, on the core validate leaves, every mistake of the chapter in-process
-    mistakes = _start_mistakes(chapter, kit_python, paths[0], folder)
+    # then the chapter's mistakes, in-process, in two halves: one on the core validate
+    # leaves, the other on the core nbval leaves (one runner would finish alone)
+    entries = [(m, True) for m in MUTANTS[chapter]] + [(m, False) for m in UNCATALOGUED[chapter]]
+    halves = [entries[0::2], entries[1::2]]
+    mistakes = [_start_mistakes(kit_python, paths[0], folder, halves[0], "a")]
     out, _ = solved_run.communicate(timeout=900)
+    mistakes.append(_start_mistakes(kit_python, paths[0], folder, halves[1], "b"))
     if solved_run.returncode != 0 and NBVAL_TIMEOUT in out:
         print(f"{chapter}: a cell timed out; nbval runs the notebook once more", file=sys.stderr)
         solved_run = _nbval(kit_python, paths[0])
@@ -362,7 +366,9 @@ def _run_from_kit(chapter: str, built: dict, folder: Path) -> list[str]:
         )
     elif "Exercises not done yet" not in said:
         problems.append(f"{chapter}: validate did not list the exercises not done: {said}")
-    return problems + _named_from_kit(chapter, *mistakes)
+    for half, run in mistakes:
+        problems += _named_from_kit(chapter, half, run)
+    return problems
 
 
 # A mistake the kit cannot name, although a visible test fails it: the calls that tell it
@@ -373,13 +379,13 @@ KIT_CANNOT_NAME = {
 }
 
 
-def _start_mistakes(chapter: str, kit_python: Path, solved: Path, folder: Path):
-    """Start the kit's runner on every catalogued mistake of the chapter and every wrong
-    answer outside the catalogue, each made in (a copy of) the solved notebook."""
-    work = folder / "mistakes"
+def _start_mistakes(kit_python: Path, solved: Path, folder: Path, entries: list, name: str):
+    """Start the kit's runner on ``entries`` ((mistake, catalogued?): catalogued mistakes and
+    wrong answers outside the catalogue), each made in (a copy of) the solved notebook, in
+    a folder of its own (``mistakes-NAME``). Returns (entries, the runner's process)."""
+    work = folder / f"mistakes-{name}"
     shutil.copytree(solved.parent, work)
-    entries = [(m, True) for m in MUTANTS[chapter]] + [(m, False) for m in UNCATALOGUED[chapter]]
-    spec = folder / "mistakes.json"
+    spec = folder / f"mistakes-{name}.json"
     spec.write_text(
         json.dumps(
             [{"name": m.name, "cell": m.cell, "old": m.old, "new": m.new} for m, _ in entries]
