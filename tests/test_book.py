@@ -4,8 +4,8 @@ real browser (math typeset by the locally served MathJax).
 
 The book is built once per session into a temporary folder (about half a minute plus the
 execution of the narrative pages), in the background while the other tests run
-(``tests/book_build.py``); the tests that need it run last. Screenshots of every page go to
-test-artifacts/screenshots/ for a human to look at.
+(``tests/book_build.py``); the tests that need it run last. Screenshots of every page (JPEG,
+whole page) go to test-artifacts/screenshots/ for a human to look at.
 """
 
 import html
@@ -445,7 +445,9 @@ def render_problems(page, rel: str) -> list[str]:
     # networkidle: the web fonts requested while typesetting, and nothing left in flight
     # that the next page's load would abort
     page.wait_for_load_state("networkidle")
-    page.screenshot(path=str(SCREENSHOTS / (rel.replace("/", "__")[:-5] + ".png")), full_page=True)
+    # JPEG: a long page's full PNG took 2 to 5 s to encode, its JPEG about half
+    shot = SCREENSHOTS / (rel.replace("/", "__")[:-5] + ".jpg")
+    page.screenshot(path=str(shot), full_page=True, type="jpeg", quality=80)
     return problems
 
 
@@ -532,6 +534,19 @@ EQUATIONS_JS = """() => {
     return problems;
 }"""
 DISPLAY_MATH_COUNT_JS = "() => document.querySelectorAll('div.math.notranslate').length"
+# Each display equation's layout: [box left, box width, scrollWidth, clientWidth, typeset
+# width, font sizes of the box and of Sphinx's div], to compare a narrowed tab with a phone.
+EQUATION_LAYOUT_JS = """() => Array.from(document.querySelectorAll("div.math.notranslate"))
+    .map((div) => {
+        const box = div.querySelector(".MathJax_Display");
+        if (!box) return null;
+        const r = box.getBoundingClientRect(), math = box.querySelector(".MathJax");
+        return [Math.round(r.left), Math.round(r.width), box.scrollWidth, box.clientWidth,
+                math ? Math.round(math.getBoundingClientRect().width) : -1,
+                getComputedStyle(box).fontSize, getComputedStyle(div).fontSize];
+    })"""
+TWO_FRAMES_JS = "() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
+PHONE_WIDTH = 390
 
 SEARCH_DONE_JS = "() => !!document.querySelector('#search-results .search-summary')"
 SEARCH_HITS_JS = """() => Array.from(document.querySelectorAll("#search-results ul.search li a"))
@@ -592,7 +607,16 @@ class Tab:
 
     def open(self, rel: str) -> None:
         """Start loading ``rel`` (a path and query on the site): the tabs load together."""
+        if self.page.viewport_size["width"] != self.width:  # narrowed for the last page
+            self.page.set_viewport_size({"width": self.width, "height": 900})
         self.page.goto(f"{self.server}/{rel}", wait_until="commit")
+
+    def narrow(self, width: int) -> None:
+        """Lay the page out again at ``width`` px, as a phone shows it (MathJax 2 typesets
+        once, at load: the equations' layout then matches a page loaded at that width,
+        which ``test_a_narrowed_tab_lays_out_equations_as_a_phone_does`` checks)."""
+        self.page.set_viewport_size({"width": width, "height": 900})
+        self.page.evaluate(TWO_FRAMES_JS)
 
     def settle(self, rel: str) -> None:
         """Wait for the page to load and MathJax to finish; check the page is in the tab's
@@ -606,7 +630,8 @@ class Tab:
     def equation_problems(self, rel: str) -> list[str]:
         if not self.page.evaluate(DISPLAY_MATH_COUNT_JS):
             return []
-        return [f"{rel} at {self.width} px: {p}" for p in self.page.evaluate(EQUATIONS_JS)]
+        width = self.page.viewport_size["width"]
+        return [f"{rel} at {width} px: {p}" for p in self.page.evaluate(EQUATIONS_JS)]
 
     def start_axe(self) -> None:
         if not self.page.evaluate("() => typeof window.axe === 'object'"):
@@ -645,26 +670,29 @@ class Survey:
         self.rendered: list[str] = []
         self.redirect = False
         self.axe_running = False  # in the light tab
+        self.phone_layouts: dict[str, list] = {}  # page -> EQUATION_LAYOUT_JS at 390 px
 
 
 @pytest.fixture(scope="module")
 def survey(site, server):
-    """Three tabs, light and dark at 1280 px and a phone's 390 px, load each page together:
-    their MathJax and axe-core runs overlap, and the light tab's rendering checks overlap
-    the dark tab's axe-core run. The light tab stays open for the search test."""
+    """Two tabs, light and dark at 1280 px, load each page together: their MathJax and
+    axe-core runs overlap, and the light tab's rendering checks overlap the dark tab's
+    axe-core run. Then the dark tab is narrowed to a phone's 390 px for the equations
+    (instead of a third tab loading and typesetting every page again: 20 pages, about 5 s
+    of CPU each). The light tab stays open for the search test."""
     chromium = find_chromium()
     from playwright.sync_api import sync_playwright
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    for old in SCREENSHOTS.glob("*.png"):
+    for old in [*SCREENSHOTS.glob("*.png"), *SCREENSHOTS.glob("*.jpg")]:
         old.unlink()
     found = Survey()
     with sync_playwright() as p:
         browser = launch(p, chromium)
         try:
-            light, dark, phone = (
-                Tab(browser, server, mode, width, found.blocked, found.errors)
-                for mode, width in (("light", 1280), ("dark", 1280), ("light", 390))
+            light, dark = (
+                Tab(browser, server, mode, 1280, found.blocked, found.errors)
+                for mode in ("light", "dark")
             )
             found.light = light
             light.page.on("requestfailed", lambda r: found.failed.append(f"{r.url} ({r.failure})"))
@@ -685,10 +713,7 @@ def survey(site, server):
             found.pages = book_pages(site)
             for rel in found.pages:
                 html_text = (site / rel.split("?")[0]).read_text(encoding="utf-8")
-                tabs = [light, dark]
-                if '<div class="math notranslate' in html_text:
-                    tabs.append(phone)  # a page with display equations
-                for tab in tabs:
+                for tab in (light, dark):
                     tab.open(rel)
                 light.settle(rel)
                 dark.settle(rel)
@@ -696,14 +721,15 @@ def survey(site, server):
                 found.axe_running = True
                 light.start_axe()
                 dark.start_axe()
-                if phone in tabs:  # typesets while the other two tabs run axe-core
-                    phone.settle(rel)
-                    found.equations += phone.equation_problems(rel)
                 found.violations += light.axe_violations(rel)
                 found.axe_running = False
                 found.problems += render_problems(light.page, rel)  # beside dark's axe-core
                 found.rendered.append(rel)
                 found.violations += dark.axe_violations(rel)
+                if '<div class="math notranslate' in html_text:  # display equations
+                    dark.narrow(PHONE_WIDTH)
+                    found.equations += dark.equation_problems(rel)
+                    found.phone_layouts[rel] = dark.page.evaluate(EQUATION_LAYOUT_JS)
             yield found
         finally:
             browser.close()
@@ -727,9 +753,26 @@ def test_every_page_passes_axe_core_in_light_and_dark_mode(survey):
 def test_every_display_equation_can_be_read_whole_on_a_laptop_and_a_phone(survey):
     """At 1280 and at 390 px, each display equation fits its box or its box scrolls sideways
     (and the keyboard reaches it); no equation is cut off."""
+    assert len(survey.phone_layouts) >= 10, f"{len(survey.phone_layouts)} pages seen at 390 px"
     assert not survey.equations, "display equations a reader cannot read whole:\n" + "\n".join(
         survey.equations
     )
+
+
+def test_a_narrowed_tab_lays_out_equations_as_a_phone_does(survey, server):
+    """The survey checks the equations at 390 px in a tab narrowed after loading at 1280 px:
+    on the page with the most display equations, a tab that loads it at 390 px lays every
+    one of them out the same (box, scroll and typeset widths, font sizes)."""
+    rel, narrowed = max(survey.phone_layouts.items(), key=lambda item: len(item[1]))
+    assert len(narrowed) >= 5 and None not in narrowed, (rel, narrowed)
+    phone = Tab(survey.light.page.context.browser, server, "light", PHONE_WIDTH, [], [])
+    try:
+        phone.open(rel)
+        phone.settle(rel)
+        loaded = phone.page.evaluate(EQUATION_LAYOUT_JS)
+    finally:
+        phone.page.context.close()
+    assert loaded == narrowed, f"{rel}: loaded at 390 px {loaded}, narrowed {narrowed}"
 
 
 class _Figures(HTMLParser):
