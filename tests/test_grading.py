@@ -2,12 +2,13 @@
 
 Every chapter's batch of submissions is graded in one run, by two worker processes, as a
 class hands in several chapters (a run per chapter would pay the grader's start, about 13 s
-of two cores, ten times). For each chapter: the solution (full marks), the untouched student notebook (zero, and the run finishes), a
-notebook that is not JSON, one whose student deleted a test cell, the catalogued mistakes
-(``autograder/mistakes/``) packed several to a notebook (no two on one exercise or one test
-cell: ``mutants.packs``), each of which must lose points on its own test cells only and be
-named there and in the feedback, and a wrong answer outside the catalogue, which must lose
-points and be named as nothing. ``test_mistakes.py`` checks each mistake alone, in-process.
+of two cores, ten times). For each chapter: the solution (full marks), the untouched
+student notebook (zero, and the run finishes), a notebook that is not JSON, one whose
+student deleted a test cell, the catalogued mistakes (``autograder/mistakes/``) packed
+several to a notebook (no two on one exercise or one test cell: ``mutants.packs``), each of
+which must lose points on its own test cells only and be named there and in the feedback,
+and a wrong answer outside the catalogue, which must lose points and be named as nothing.
+``test_mistakes.py`` checks each mistake alone, in-process.
 """
 
 import json

@@ -6,8 +6,8 @@ reference, the hidden tests, the mistakes, the grader) cannot be imported: the e
 reaches the course's installed packages, not the repository. There the released notebook
 with every solution filled in runs top to bottom under nbval (every cell, experiments
 included, in grading mode: the suite's one run of each chapter's notebook), and the
-untouched notebook fails every visible test. Every file of that kit is searched for the lines of that chapter's and every
-later chapter's solution regions, hidden tests, reference code and mistakes' edits (an
+untouched notebook fails every visible test. Every file of that kit is searched for the
+lines of that chapter's and every later chapter's solution regions, hidden tests, reference code and mistakes' edits (an
 earlier chapter's code may be there: the course hands it out, ``attention_course/handed_out``).
 """
 
@@ -335,6 +335,9 @@ def _run_from_kit(chapter: str, built: dict, folder: Path) -> list[str]:
                 (work / extra.name).write_bytes(extra.read_bytes())
         nbformat.write(nb, work / f"{chapter}.ipynb")
         paths.append(work / f"{chapter}.ipynb")
+    # the mistakes' runners' folders, copied before anything runs in the solved one
+    for name in ("a", "b"):
+        shutil.copytree(paths[0].parent, folder / f"mistakes-{name}")
     # at once, one on each core: the solved notebook top to bottom, the untouched one
     # through the kit's validate
     solved_run = _nbval(kit_python, paths[0])
@@ -382,9 +385,9 @@ KIT_CANNOT_NAME = {
 def _start_mistakes(kit_python: Path, solved: Path, folder: Path, entries: list, name: str):
     """Start the kit's runner on ``entries`` ((mistake, catalogued?): catalogued mistakes and
     wrong answers outside the catalogue), each made in (a copy of) the solved notebook, in
-    a folder of its own (``mistakes-NAME``). Returns (entries, the runner's process)."""
+    a folder of its own (``mistakes-NAME``, a copy of the solved notebook's). Returns
+    (entries, the runner's process)."""
     work = folder / f"mistakes-{name}"
-    shutil.copytree(solved.parent, work)
     spec = folder / f"mistakes-{name}.json"
     spec.write_text(
         json.dumps(
