@@ -710,6 +710,10 @@ def survey(site, server):
             light.page.wait_for_url(re.compile(r".*/book/intro\.html$"), timeout=10_000)
             light.page.wait_for_load_state("networkidle")
             found.redirect = True
+            # the intro typesets math: MathJax waits for its web fonts on a timer, so the
+            # network can be idle before it asks for its font data, which the next page's
+            # load would then abort (seen once in CI: fontdata.js, net::ERR_ABORTED)
+            light.settle("book/intro.html")
             found.pages = book_pages(site)
             for rel in found.pages:
                 html_text = (site / rel.split("?")[0]).read_text(encoding="utf-8")
