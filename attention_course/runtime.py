@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -44,6 +45,20 @@ def use_one_thread() -> None:
     import torch
 
     torch.set_num_threads(1)
+
+
+def without_iri_grammar() -> None:
+    """Keep jsonschema from compiling its IRI grammar in this process: call before the
+    first import of nbformat (``python -m attention_course.validate``, the grader's
+    commands and worker processes).
+
+    jsonschema, which nbformat imports, imports ``rfc3987_syntax`` when it is installed (it
+    is: jupyter-events asks for ``jsonschema[format-nongpl]``) to check the "iri" string
+    format, which no notebook schema uses. That import compiles a grammar: about 2.6 s of
+    CPU in every process that reads a notebook. Marked absent, jsonschema leaves that one
+    format unchecked (python-jsonschema/jsonschema#1428).
+    """
+    sys.modules.setdefault("rfc3987_syntax", None)
 
 
 def grading_mode() -> bool:
