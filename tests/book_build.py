@@ -7,6 +7,12 @@ test that needs the website, and moves those tests to the end of the run; the ot
 use the other core meanwhile, and the ``site`` fixture waits for the build. The pages'
 trainings are bounded by steps, so what they show does not depend on the load.
 
+Work on the built site that a test module's fixture needs (the site survey of
+``tests/test_book.py``, the PDF of ``tests/test_pdf.py``) starts as soon as the build has
+succeeded, in a thread of its own (:class:`AfterBuild`): after the build, the other tests
+leave about a quarter of the two cores idle (grading runs wait on their kernels), which the
+browser's work then uses instead of running alone at the end.
+
 The build is the README's (``jupyter-book build . -W -n --keep-going``) into a temporary
 folder; its log goes to ``test-artifacts/book-build.log`` as it runs. Its own time from
 clean, against the 10-minute budget, is measured alone by
@@ -19,7 +25,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,6 +80,15 @@ class BookBuild:
         self._log.close()
         return code
 
+    def then(self, work: "AfterBuild") -> None:
+        """Start ``work`` in a thread of its own once this build has succeeded."""
+
+        def watch():
+            if self.wait() == 0 and (self.html / "index.html").is_file():
+                work.start(self.html)
+
+        threading.Thread(target=watch, name="after the book build", daemon=True).start()
+
     def log_tail(self, lines: int = 60) -> str:
         text = LOG.read_text(encoding="utf-8", errors="replace") if LOG.is_file() else ""
         return "\n".join(text.splitlines()[-lines:])
@@ -82,6 +100,41 @@ class BookBuild:
             self.process.wait()
         self._log.close()
         shutil.rmtree(self.out, ignore_errors=True)
+
+
+class AfterBuild:
+    """``work(html)`` run once on the built site: in the build's own thread as soon as it
+    has succeeded (``tests/conftest.py`` asks for it, :meth:`BookBuild.then`), or by the
+    fixture that needs it, if that comes first. A test module that needs such work defines
+    ``AFTER_BUILD = book_build.AfterBuild(work)`` and its fixture returns
+    ``AFTER_BUILD.result(site)``: what ``work`` returned, or what it raised, raised again.
+
+    Its results do not depend on the load: the browser's checks wait for each page's load
+    and typesetting, with time limits far beyond what a busy machine needs."""
+
+    def __init__(self, work: Callable[[Path], object]):
+        self.work = work
+        self._claimed = threading.Lock()
+        self._future: Future = Future()
+        self.ran_in: str | None = None  # the name of the thread that ran it
+
+    def start(self, html: Path) -> bool:
+        """Run ``work`` in this thread unless it was started already; whether it ran here."""
+        if not self._claimed.acquire(blocking=False):
+            return False
+        self._future.set_running_or_notify_cancel()
+        self.ran_in = threading.current_thread().name
+        try:
+            self._future.set_result(self.work(html))
+        except BaseException as error:  # raised again in the fixture's thread
+            self._future.set_exception(error)
+        return True
+
+    def result(self, html: Path):
+        """What ``work`` gave: it runs now, in this thread, unless it has started already, in
+        which case this waits for it."""
+        self.start(html)
+        return self._future.result()
 
 
 _build: BookBuild | None = None

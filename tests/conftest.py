@@ -49,7 +49,9 @@ def _one_core(item) -> bool:
 def pytest_collection_modifyitems(config, items):
     """The tests that need the website run last, and its build starts now, in the background
     (``tests/book_build.py``): it uses one core for about ten minutes, while the tests that
-    use one core (``ONE_CORE_FIRST``) run first on the other."""
+    use one core (``ONE_CORE_FIRST``) run first on the other. What those tests' modules do
+    with the site (their ``AFTER_BUILD``: the survey, the PDF) starts as soon as it is
+    built, beside the other tests."""
     website = [item for item in items if "site" in getattr(item, "fixturenames", ())]
     if not website:
         return
@@ -58,7 +60,11 @@ def pytest_collection_modifyitems(config, items):
     then = [item for item in others if not _one_core(item)]
     items[:] = first + then + website
     if not config.option.collectonly:
-        book_build.start()
+        build = book_build.start()
+        # what the website's test modules do with the site, started once it is built
+        for module in dict.fromkeys(item.module for item in website):
+            if isinstance(getattr(module, "AFTER_BUILD", None), book_build.AfterBuild):
+                build.then(module.AFTER_BUILD)
 
 
 def pytest_unconfigure(config):

@@ -13,6 +13,8 @@ import importlib.util
 import re
 import threading
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from html.parser import HTMLParser
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -278,9 +280,9 @@ def test_no_page_references_another_host(site):
 # A real browser
 
 
-@pytest.fixture(scope="session")
-def server(site):
-    """Serve the built site on 127.0.0.1 at a free port."""
+@contextmanager
+def serving(site: Path) -> Iterator[str]:
+    """The built site served on 127.0.0.1 at a free port: its address."""
 
     class Quiet(SimpleHTTPRequestHandler):
         def log_message(self, *args):
@@ -289,9 +291,11 @@ def server(site):
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(site)))
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 # The first non-empty <h1> (genindex.html has an empty one in the theme's header) without
@@ -662,7 +666,6 @@ class Survey:
         self.equations: list[str] = []
         self.blocked: list[str] = []
         self.errors: list[str] = []
-        self.light: Tab | None = None
         # the light tab's: local requests that failed, answers >= 400, render_problems
         self.failed: list[str] = []
         self.bad_status: list[str] = []
@@ -671,15 +674,25 @@ class Survey:
         self.redirect = False
         self.axe_running = False  # in the light tab
         self.phone_layouts: dict[str, list] = {}  # page -> EQUATION_LAYOUT_JS at 390 px
+        # the page with the most display equations, loaded at 390 px: (page, its layout)
+        self.phone_loaded: tuple[str, list] | None = None
+        # the light tab's search for "label smoothing": the pages found, axe-core's
+        # violations on the results, the requests to other hosts it made
+        self.search_hits: list[str] = []
+        self.search_violations: list[str] = []
+        self.search_blocked: list[str] = []
 
 
-@pytest.fixture(scope="module")
-def survey(site, server):
-    """Two tabs, light and dark at 1280 px, load each page together: their MathJax and
-    axe-core runs overlap, and the light tab's rendering checks overlap the dark tab's
-    axe-core run. Then the dark tab is narrowed to a phone's 390 px for the equations
-    (instead of a third tab loading and typesetting every page again: 20 pages, about 5 s
-    of CPU each). The light tab stays open for the search test."""
+def run_survey(site: Path) -> Survey:
+    """One pass over the site, with its own server and browser. Two tabs, light and dark
+    at 1280 px, load each page together: their MathJax and axe-core runs overlap, and the
+    light tab's rendering checks overlap the dark tab's axe-core run. Then the dark tab is
+    narrowed to a phone's 390 px for the equations (instead of a third tab loading and
+    typesetting every page again: 20 pages, about 5 s of CPU each). Last, a tab loads the
+    page with the most display equations at 390 px, and the light tab searches the site.
+
+    It runs in the background as soon as the site is built (``AFTER_BUILD``), beside the
+    other tests; what it finds does not depend on the load."""
     chromium = find_chromium()
     from playwright.sync_api import sync_playwright
 
@@ -687,14 +700,13 @@ def survey(site, server):
     for old in [*SCREENSHOTS.glob("*.png"), *SCREENSHOTS.glob("*.jpg")]:
         old.unlink()
     found = Survey()
-    with sync_playwright() as p:
+    with serving(site) as server, sync_playwright() as p:
         browser = launch(p, chromium)
         try:
             light, dark = (
                 Tab(browser, server, mode, 1280, found.blocked, found.errors)
                 for mode in ("light", "dark")
             )
-            found.light = light
             light.page.on("requestfailed", lambda r: found.failed.append(f"{r.url} ({r.failure})"))
 
             def answered(response):
@@ -734,9 +746,48 @@ def survey(site, server):
                     dark.narrow(PHONE_WIDTH)
                     found.equations += dark.equation_problems(rel)
                     found.phone_layouts[rel] = dark.page.evaluate(EQUATION_LAYOUT_JS)
-            yield found
+            _load_as_a_phone(found, browser, server)
+            _search(found, light)
         finally:
             browser.close()
+    return found
+
+
+def _load_as_a_phone(found: Survey, browser, server: str) -> None:
+    """The page with the most display equations, loaded by a tab at 390 px: its layout."""
+    if not found.phone_layouts:
+        return
+    rel = max(found.phone_layouts, key=lambda page: len(found.phone_layouts[page]))
+    phone = Tab(browser, server, "light", PHONE_WIDTH, [], [])
+    try:
+        phone.open(rel)
+        phone.settle(rel)
+        found.phone_loaded = (rel, phone.page.evaluate(EQUATION_LAYOUT_JS))
+    finally:
+        phone.page.context.close()
+
+
+def _search(found: Survey, light: Tab) -> None:
+    """The light tab searches the site for "label smoothing"; axe-core on the results."""
+    blocked = len(found.blocked)
+    light.open("search.html?q=label+smoothing")
+    light.settle("search.html")
+    light.page.wait_for_function(SEARCH_DONE_JS, timeout=30_000)
+    found.search_hits = light.page.evaluate(SEARCH_HITS_JS)
+    found.axe_running = True
+    light.start_axe()
+    found.search_violations = light.axe_violations("search.html?q=label+smoothing")
+    found.axe_running = False
+    found.search_blocked = found.blocked[blocked:]
+
+
+AFTER_BUILD = book_build.AfterBuild(run_survey)
+
+
+@pytest.fixture(scope="module")
+def survey(site) -> Survey:
+    """The survey of the site (:func:`run_survey`), started as soon as it was built."""
+    return AFTER_BUILD.result(site)
 
 
 def test_every_page_passes_axe_core_in_light_and_dark_mode(survey):
@@ -763,19 +814,14 @@ def test_every_display_equation_can_be_read_whole_on_a_laptop_and_a_phone(survey
     )
 
 
-def test_a_narrowed_tab_lays_out_equations_as_a_phone_does(survey, server):
+def test_a_narrowed_tab_lays_out_equations_as_a_phone_does(survey):
     """The survey checks the equations at 390 px in a tab narrowed after loading at 1280 px:
     on the page with the most display equations, a tab that loads it at 390 px lays every
     one of them out the same (box, scroll and typeset widths, font sizes)."""
-    rel, narrowed = max(survey.phone_layouts.items(), key=lambda item: len(item[1]))
+    assert survey.phone_loaded is not None, "no page with display equations was loaded at 390 px"
+    rel, loaded = survey.phone_loaded
+    narrowed = survey.phone_layouts[rel]
     assert len(narrowed) >= 5 and None not in narrowed, (rel, narrowed)
-    phone = Tab(survey.light.page.context.browser, server, "light", PHONE_WIDTH, [], [])
-    try:
-        phone.open(rel)
-        phone.settle(rel)
-        loaded = phone.page.evaluate(EQUATION_LAYOUT_JS)
-    finally:
-        phone.page.context.close()
     assert loaded == narrowed, f"{rel}: loaded at 390 px {loaded}, narrowed {narrowed}"
 
 
@@ -814,18 +860,14 @@ def test_the_sites_search_finds_a_chapter_page_offline(survey):
     """Sphinx's search (its index, searchindex.js, served by the site) finds the chapter
     that explains label smoothing, with every request off the host blocked; the results
     page passes axe-core too."""
-    tab, blocked = survey.light, len(survey.blocked)
-    tab.open("search.html?q=label+smoothing")
-    tab.settle("search.html")
-    tab.page.wait_for_function(SEARCH_DONE_JS, timeout=30_000)
-    hits = tab.page.evaluate(SEARCH_HITS_JS)
-    chapters = [h.split("#")[0] for h in hits if re.match(r"book/0\d_\w+\.html", h)]
+    hits = survey.search_hits
+    chapters = [h.split("#")[0] for h in hits if re.match(r"book/\d\d_\w+\.html", h)]
     assert "book/06_transformer.html" in chapters, (
         f"searching 'label smoothing' did not find chapter 6; it found {hits}"
     )
-    tab.start_axe()
-    violations = tab.axe_violations("search.html?q=label+smoothing")
-    assert len(survey.blocked) == blocked, "the search tried to reach other hosts:\n" + "\n".join(
-        survey.blocked[blocked:]
+    assert not survey.search_blocked, "the search tried to reach other hosts:\n" + "\n".join(
+        survey.search_blocked
     )
-    assert not violations, "axe-core on the search results:\n" + "\n".join(violations)
+    assert not survey.search_violations, "axe-core on the search results:\n" + "\n".join(
+        survey.search_violations
+    )

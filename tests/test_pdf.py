@@ -3,17 +3,21 @@ PDF of the built site, merged by pypdf).
 
 The PDF is printed from the site that the session builds for tests/test_book.py (its
 ``site`` fixture, in the background: these tests run last, with the other tests of the
-site), into a temporary folder; `make pdf` itself would build the book a second time. It
+site), into a temporary folder, as soon as the site is built, beside the other tests
+(``tests/book_build.py``'s ``AfterBuild``); `make pdf` itself would build the book a second
+time. It
 must hold every page of _toc.yml under its title, the pages' figures, typeset equations
 and bookmarks, and it must have been printed without a request to another host.
 """
 
 import importlib.util
 import re
+import tempfile
 import unicodedata
 from functools import cache
 from pathlib import Path
 
+import book_build
 import pytest
 import test_book
 import yaml
@@ -35,13 +39,23 @@ def _pdf_module():
     return module
 
 
+def print_pdf(site: Path):
+    """The course's PDF printed from the built site into a temporary folder (removed when
+    the session ends); in the background as soon as the site is built (``AFTER_BUILD``)."""
+    chromium = find_chromium()
+    out = Path(_PRINTED.name) / "attention-course.pdf"
+    return _pdf_module().build_pdf(site, out, chromium=chromium, log=lambda *args: None)
+
+
+_PRINTED = tempfile.TemporaryDirectory(prefix="attention-course-pdf-")
+AFTER_BUILD = book_build.AfterBuild(print_pdf)
+
+
 @pytest.fixture(scope="module")
-def printed(site, tmp_path_factory):
+def printed(site):
     """The course's PDF, printed from the session's site: (result, reader, text of page k),
     the text extracted when first asked for (a few seconds for a chapter)."""
-    chromium = find_chromium()
-    out = tmp_path_factory.mktemp("pdf") / "attention-course.pdf"
-    result = _pdf_module().build_pdf(site, out, chromium=chromium, log=lambda *args: None)
+    result = AFTER_BUILD.result(site)
     reader = PdfReader(result.path)
 
     @cache
