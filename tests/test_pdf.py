@@ -5,9 +5,8 @@ The PDF is printed from the site that the session builds for tests/test_book.py 
 ``site`` fixture, in the background: these tests run last, with the other tests of the
 site), into a temporary folder, as soon as the site is built, beside the other tests
 (``tests/book_build.py``'s ``AfterBuild``); `make pdf` itself would build the book a second
-time. It
-must hold every page of _toc.yml under its title, the pages' figures, typeset equations
-and bookmarks, and it must have been printed without a request to another host.
+time. It must hold every page of _toc.yml under its title, the pages' figures, typeset
+equations and bookmarks, and it must have been printed without a request to another host.
 """
 
 import importlib.util
