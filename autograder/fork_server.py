@@ -70,6 +70,7 @@ INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 # PyTorch's thread pool is not started before a fork.
 IMPORTED_ON_FIRST_USE = ("torch._dynamo",)
 AHEAD = "--torch-imports-ahead"
+CACHES = "--caches-ahead"
 READY_TIMEOUT_S = 120
 
 
@@ -196,13 +197,55 @@ def _become_kernel(request: dict) -> None:
         os._exit(0)
 
 
-def serve(sockets: str, imports_ahead: bool = False) -> None:
+def _fill_caches() -> None:
+    """Compute once, before the first fork, what every kernel otherwise computes for itself
+    as it starts and at its first traceback (``--caches-ahead``), all of it the same in
+    every kernel and none of it state a kernel's code set:
+
+    - ipykernel's debugger module, which imports debugpy (130 modules) as the kernel starts;
+    - a traceback formatted as IPython formats a failing cell's (``AutoFormattedTB``, the
+      kernel's mode): on its way, ``inspect``'s map from file names to the modules
+      imported so far (a ``stat`` of every one of PyTorch's thousands of modules),
+      pygments' Python lexer and terminal formatter, and the compiled regular
+      expressions of both (``re``'s own cache).
+
+    Nothing of it is kept but caches keyed by module, file or pattern; the traceback's code
+    is a string of this function, in no file."""
+    import linecache
+
+    from IPython.core.ultratb import AutoFormattedTB
+
+    null, stderr = os.open(os.devnull, os.O_WRONLY), os.dup(2)
+    os.dup2(null, 2)  # debugpy warns on stderr that Python's frozen modules hide breakpoints
+    try:
+        import ipykernel.debugger  # noqa: F401
+    finally:
+        os.dup2(stderr, 2)
+        os.close(null)
+        os.close(stderr)
+    name = "<the fork server's warm-up>"
+    source = "def fail():\n    raise ValueError('warm-up')\n\n\nfail()\n"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    try:
+        exec(compile(source, name, "exec"), {})
+    except ValueError as error:
+        AutoFormattedTB(mode="Context").structured_traceback(
+            type(error), error, error.__traceback__
+        )
+    finally:
+        linecache.cache.pop(name, None)
+
+
+def serve(sockets: str, imports_ahead: bool = False, caches_ahead: bool = False) -> None:
     """The server's loop (``python -m autograder.fork_server SOCKETS [--torch-imports-
-    ahead]``, in the sandbox); with ``imports_ahead`` it also imports what PyTorch would
-    import on first use (``IMPORTED_ON_FIRST_USE``)."""
+    ahead] [--caches-ahead]``, in the sandbox); with ``imports_ahead`` it also imports what
+    PyTorch would import on first use (``IMPORTED_ON_FIRST_USE``), with ``caches_ahead`` it
+    fills what every kernel would (:func:`_fill_caches`)."""
     os.environ["MPLBACKEND"] = os.environ.get("MPLBACKEND") or INLINE_BACKEND
     for name in PRELOAD + (IMPORTED_ON_FIRST_USE if imports_ahead else ()):
         __import__(name)
+    if caches_ahead:
+        _fill_caches()
     libc = _libc()
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     folder, children, buffer = Path(sockets), set(), b""
@@ -416,4 +459,4 @@ class ForkedKernel:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], AHEAD in sys.argv[2:])
+    serve(sys.argv[1], AHEAD in sys.argv[2:], CACHES in sys.argv[2:])

@@ -122,6 +122,7 @@ def grading_settings(
     # (autograder/fork_server.py says what stays isolated and how).
     c.SandboxedKernelManager.fork_server = sandbox and speedups.on("fork-server")
     c.SandboxedKernelManager.torch_imports_ahead = speedups.on("torch-imports-ahead")
+    c.SandboxedKernelManager.caches_ahead = speedups.on("caches-ahead")
     if cell_timeout is not None:
         c.Execute.timeout = int(cell_timeout)
     return c

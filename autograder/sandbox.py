@@ -55,7 +55,7 @@ from traitlets import Bool, Integer, List, Unicode
 from attention_course.runtime import GRADING_ENV
 from autograder.cells import grade_id
 from autograder.chapters import INSTALLED_ROOT, CourseError
-from autograder.fork_server import AHEAD, ForkedKernel, ForkServer
+from autograder.fork_server import AHEAD, CACHES, ForkedKernel, ForkServer
 from autograder.kernel_imports import kernel_imports, kernel_python
 
 # Address space (RLIMIT_AS) of a grading kernel. PyTorch reserves far more virtual memory
@@ -226,6 +226,9 @@ class SandboxedKernelManager(AsyncKernelManager):
     torch_imports_ahead = Bool(
         False, config=True, help="the fork server imports what PyTorch imports on first use"
     )
+    caches_ahead = Bool(
+        False, config=True, help="the fork server fills the caches every kernel would fill"
+    )
 
     _folder: str | None = None
     _server = None
@@ -241,10 +244,11 @@ class SandboxedKernelManager(AsyncKernelManager):
         def command(folder):
             server = [python, "-m", "autograder.fork_server", folder]
             server += [AHEAD] if self.torch_imports_ahead else []
+            server += [CACHES] if self.caches_ahead else []
             return sandbox_command(server, folder, hidden, memory, cpu, self.tmp_size)
 
         signature = (python, memory, cpu, self.tmp_size, tuple(hidden), environment)
-        signature += (self.torch_imports_ahead,)
+        signature += (self.torch_imports_ahead, self.caches_ahead)
         return ForkServer.get(command, signature)
 
     async def _async_pre_start_kernel(self, **kw):

@@ -22,6 +22,11 @@ SWITCHES = {
         "with torch.fx and SymPy, about 2 s), which every chapter's graded cells reach "
         "(autograder/fork_server.py)"
     ),
+    "caches-ahead": (
+        "the fork server also fills, before it forks, what every kernel computes for itself "
+        "as it starts and at its first traceback: ipykernel's debugger module (debugpy), "
+        "inspect's map of module files, pygments' Python lexer (autograder/fork_server.py)"
+    ),
     "kernel-ahead": (
         "a worker starts the next submission's kernel, PyTorch imported, while nbgrader "
         "saves the last one's grades and writes its feedback page (autograder/sandbox.py)"

@@ -58,14 +58,23 @@ print(json.dumps({
 """
 
 
-async def _run(code: str, forked: bool = True, shown: list | None = None, ahead=False):
+async def _run(
+    code: str,
+    forked: bool = True,
+    shown: list | None = None,
+    ahead=False,
+    caches=False,
+    errors: list | None = None,
+):
     """``code`` in a new forked kernel (or, not ``forked``, one started anew; ``ahead``:
-    from a server that imported torch._dynamo): the JSON it printed (None if it died) and
-    the kernel's exit code (None while it runs); the kinds of data it displayed go to
-    ``shown``."""
+    from a server that imported torch._dynamo; ``caches``: one that filled the kernels'
+    caches): the JSON it printed (None if it died) and the kernel's exit code (None while it
+    runs); the kinds of data it displayed go to ``shown``, the tracebacks of its errors to
+    ``errors`` (without it, an error fails the test)."""
     config = Config()
     config.SandboxedKernelManager.fork_server = forked
     config.SandboxedKernelManager.torch_imports_ahead = ahead
+    config.SandboxedKernelManager.caches_ahead = caches
     km = SandboxedKernelManager(kernel_name="python3", config=config)
     await km.start_kernel()
     kc = km.client()
@@ -80,6 +89,8 @@ async def _run(code: str, forked: bool = True, shown: list | None = None, ahead=
                 printed.append(msg["content"]["text"])
             elif msg["msg_type"] == "display_data" and shown is not None:
                 shown.extend(sorted(msg["content"]["data"]))
+            elif msg["msg_type"] == "error" and errors is not None:
+                errors.append(msg["content"]["traceback"])
             elif msg["msg_type"] == "error":
                 raise AssertionError("\n".join(msg["content"]["traceback"]))
 
@@ -208,3 +219,39 @@ def test_a_kernel_forked_with_torch_imports_ahead_finds_them_imported():
     assert not results[False]["before"] and results[False]["after"]
     assert results[True]["threads"] == results[False]["threads"] == anew["threads"]
     assert results[True]["cpu_s"] < results[False]["cpu_s"]
+
+
+# A cell that fails as an untouched exercise does, after saying what is cached already.
+FILLED_THEN_FAILING = r"""
+import inspect, json
+from pygments.lexers.python import PythonLexer
+print(json.dumps({'files': len(inspect.modulesbyfile), 'lexer': '_tokens' in vars(PythonLexer)}))
+
+def attention(Q, K, V):
+    raise NotImplementedError("fill in attention")
+
+attention(1, 2, 3)
+"""
+
+
+def test_a_kernel_forked_with_caches_ahead_finds_them_filled_and_fails_as_a_new_kernel():
+    """With ``caches-ahead`` the kernel starts with inspect's map of module files and
+    pygments' compiled lexer; the traceback of a failing cell is, to the character, the one
+    a kernel forked without them and one started anew show."""
+    require_bwrap()
+    results, tracebacks = {}, {}
+    for kind, options in (
+        ("caches", {"caches": True}),
+        ("forked", {}),
+        ("anew", {"forked": False}),
+    ):
+        ForkServer.close_current()
+        errors = []
+        results[kind], _ = run(FILLED_THEN_FAILING, errors=errors, **options)
+        tracebacks[kind] = errors
+    ForkServer.close_current()
+    assert results["caches"]["lexer"] and not results["forked"]["lexer"]
+    # PyTorch's own import maps the modules imported before it; the server maps them all
+    assert results["caches"]["files"] > results["forked"]["files"] + 300
+    assert len(tracebacks["caches"]) == 1 and "fill in attention" in tracebacks["caches"][0][-1]
+    assert tracebacks["caches"] == tracebacks["forked"] == tracebacks["anew"]

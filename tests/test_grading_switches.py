@@ -42,10 +42,12 @@ def test_the_grading_configuration_follows_the_switches(without, tmp_path):
     config = grading_config(settings, prestart=True)
     assert config.GradingExecute.prestart and config.Exporter.optimistic_validation
     assert config.SandboxedKernelManager.torch_imports_ahead
-    without("kernel-ahead", "validate-once", "torch-imports-ahead")
+    assert config.SandboxedKernelManager.caches_ahead
+    without("kernel-ahead", "validate-once", "torch-imports-ahead", "caches-ahead")
     config = grading_config(settings, prestart=True)
     assert not config.GradingExecute.prestart and not config.Exporter.optimistic_validation
     assert not config.SandboxedKernelManager.torch_imports_ahead
+    assert not config.SandboxedKernelManager.caches_ahead
     assert not grading_config(settings, prestart=False).GradingExecute.prestart
 
 
