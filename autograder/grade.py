@@ -87,7 +87,7 @@ from autograder.outfolder import (
     write_wide_csv,
 )
 from autograder.outside import OutsideCheck, key_cache
-from autograder.pool import run_here, run_in_processes
+from autograder.pool import run_here, run_in_processes, start_processes
 from autograder.release import validate_solution_notebook
 from autograder.report import write_report
 from autograder.restore import stage
@@ -187,14 +187,21 @@ def grade(
         check_sandbox()
     run = open_run(root, submissions, out, db_url, sandbox, cell_timeout, log, problems)
     check_kernel_imports(list(run.settings.hidden))
-    api = nbgrader_for(run.settings, prestart=True)  # grades job after job when workers=1
     wanted = sorted({ch for chs in found.values() for ch in chs}, key=course_order)
-    solutions = prepare_chapters(run, api, wanted)
-    outside = OutsideCheck(root, out, grading_config(run.settings), log)
-    check_solutions(root, run.out, run.settings, wanted, outside, log)
-    outside.prepare(wanted)
-    plan = plan_jobs(run, found, solutions, regrade)
-    run_jobs(run, plan, api, workers, scheduler)
+    started = None
+    if scheduler is None and workers > 1 and (ahead := _jobs_ahead(run, found, wanted, regrade)):
+        started = start_processes(min(workers, ahead), run.settings)
+    try:
+        api = nbgrader_for(run.settings, prestart=True)  # grades job after job when workers=1
+        solutions = prepare_chapters(run, api, wanted)
+        outside = OutsideCheck(root, out, grading_config(run.settings), log)
+        check_solutions(root, run.out, run.settings, wanted, outside, log)
+        outside.prepare(wanted)
+        plan = plan_jobs(run, found, solutions, regrade)
+        run_jobs(run, plan, api, workers, scheduler, started)
+    finally:
+        if started is not None:
+            started.shutdown(cancel_futures=True)
     broken = setup_failures(run.out, run.ledger, plan.graded())
     rows = finish(run, plan, api, outside)
     seconds = time.perf_counter() - start
@@ -334,6 +341,33 @@ def plan_jobs(run: Run, found: dict, solutions: dict[str, str], regrade: bool) -
     return plan
 
 
+def _jobs_ahead(run: Run, found: dict, chapters: list[str], regrade: bool) -> int:
+    """How many jobs :func:`plan_jobs` will make, at most: every submission found, but
+    those graded already and unchanged since (a notebook it cannot read counts too)."""
+    solutions = {ch: file_hash(solution_path(run.root, ch)) for ch in chapters}
+    return sum(
+        1
+        for student, paths in found.items()
+        for chapter, path in paths.items()
+        if chapter in solutions
+        and not (
+            path.is_file() and _up_to_date(run, student, chapter, path, solutions[chapter], regrade)
+        )
+    )
+
+
+def _up_to_date(run: Run, student: str, chapter: str, path, solution: str, regrade: bool) -> bool:
+    """Whether the submission at ``path`` was graded into OUT from the same notebook and
+    solution, and is not to be graded again (``regrade``)."""
+    entry = run.ledger.get(student, chapter) or {}
+    return (
+        not regrade
+        and entry.get("status") == GRADED
+        and (entry.get("sha256"), entry.get("solution")) == (file_hash(path), solution)
+        and run.out.autograded(student, chapter).is_file()
+    )
+
+
 def _plan_one(run, plan, student, chapter, path, regrade, released) -> None:
     pair, solution = (student, chapter), plan.solutions[chapter]
     reason = read_submission(path) if path else f"missing: no {chapter}/ folder"
@@ -344,13 +378,7 @@ def _plan_one(run, plan, student, chapter, path, regrade, released) -> None:
             run.ledger.record(student, chapter, None, solution, reason)
         return
     digest = file_hash(path)
-    entry = run.ledger.get(student, chapter) or {}
-    if (
-        not regrade
-        and entry.get("status") == GRADED
-        and (entry.get("sha256"), entry.get("solution")) == (digest, solution)
-        and run.out.autograded(student, chapter).is_file()
-    ):
+    if _up_to_date(run, student, chapter, path, solution, regrade):
         plan.up_to_date += 1
         plan.reasons[pair] = None
         return
@@ -366,9 +394,10 @@ def _plan_one(run, plan, student, chapter, path, regrade, released) -> None:
 # ---------------------------------------------------------------------------------- 5. run
 
 
-def run_jobs(run: Run, plan: Plan, api, workers: int, scheduler: str | None) -> None:
+def run_jobs(run: Run, plan: Plan, api, workers: int, scheduler: str | None, started=None) -> None:
     """Grade the plan's jobs: on the Dask cluster at ``scheduler``, in this process
-    (``workers`` 1, with ``api``) or in ``workers`` processes."""
+    (``workers`` 1, with ``api``) or in ``workers`` processes (the first ones ``started``
+    while the run was prepared, when given)."""
     progress = _Progress(len(plan.jobs), run.log)
     finish = _Finish(run, plan, progress)
     try:
@@ -382,7 +411,7 @@ def run_jobs(run: Run, plan: Plan, api, workers: int, scheduler: str | None) -> 
         elif workers == 1:
             run_here(plan.jobs, api, finish)
         else:
-            run_in_processes(plan.jobs, workers, run.settings, finish)
+            run_in_processes(plan.jobs, workers, run.settings, finish, started)
     finally:
         progress.close()
     shutil.rmtree(run.out.running_markers, ignore_errors=True)

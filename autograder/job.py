@@ -27,7 +27,7 @@ from autograder.environment import GRADING, KERNEL_ENV, environment
 from autograder.nbgrader_settings import course_config, grading_settings
 from autograder.outfolder import Out
 from autograder.release import nbgrader_api
-from autograder.sandbox import KERNEL_NOT_GRADED
+from autograder.sandbox import KERNEL_NOT_GRADED, SandboxedKernelManager
 
 # A job whose nbgrader step fails because another worker holds the gradebook is retried.
 LOCK_RETRIES = 4
@@ -164,6 +164,15 @@ def start_worker(settings: GradingSettings) -> None:
     global _worker
     os.environ.update(KERNEL_ENV)
     _worker = (settings, nbgrader_for(settings, prestart=True))
+
+
+def warm_up() -> None:
+    """Start this worker's fork server now, as its first kernel would
+    (``autograder/fork_server.py``), so that it gets ready while the grader still prepares
+    the run (``autograder/pool.py``: :func:`start_processes`)."""
+    config = grading_config(_worker[0], prestart=True)
+    if config.SandboxedKernelManager.fork_server:
+        SandboxedKernelManager(config=config).fork_server_for_kernels()
 
 
 def grade_in_worker(job: Job, settings: GradingSettings | None = None) -> tuple[str | None, float]:

@@ -15,6 +15,7 @@ from autograder.job import (
     grade_in_worker,
     run_job,
     start_worker,
+    warm_up,
 )
 
 DIED = "not graded: the grading process died while grading it"
@@ -26,8 +27,35 @@ def run_here(jobs: list[Job], api, finish) -> None:
         finish(job, *run_job(api, job))
 
 
-def run_in_processes(jobs: list[Job], workers: int, settings: GradingSettings, finish) -> None:
-    """Grade ``jobs`` in ``workers`` processes (``spawn``: each builds its own nbgrader).
+def start_processes(count: int, settings: GradingSettings) -> ProcessPoolExecutor:
+    """``count`` worker processes, started now, each of which starts its kernels' fork
+    server at once (``job.warm_up``): Python's start, nbgrader's and PyTorch's imports take
+    seconds, which they then spend while the grader prepares the run (the chapters'
+    releases, the solutions' check) instead of after it. For :func:`run_in_processes`."""
+    pool = _new_pool(count, settings)
+    for _ in range(count):  # each warm-up keeps its process busy: the next one starts another
+        pool.submit(warm_up)
+    return pool
+
+
+def _new_pool(count: int, settings: GradingSettings) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(
+        count,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=start_worker,
+        initargs=(settings,),
+    )
+
+
+def run_in_processes(
+    jobs: list[Job],
+    workers: int,
+    settings: GradingSettings,
+    finish,
+    started: ProcessPoolExecutor | None = None,
+) -> None:
+    """Grade ``jobs`` in ``workers`` processes (``spawn``: each builds its own nbgrader);
+    the first ones those of ``started`` (:func:`start_processes`), when given.
 
     A process that dies (a notebook that kills its kernel's parent, memory) breaks the
     pool and every job in it. The jobs that had not started go to a fresh pool; those
@@ -40,7 +68,8 @@ def run_in_processes(jobs: list[Job], workers: int, settings: GradingSettings, f
             batch, together = together, []
         else:
             batch = [alone.pop(0)]
-        crashed = _run_pool(batch, workers, settings, finish)
+        crashed = _run_pool(batch, workers, settings, finish, started)
+        started = None
         if len(batch) == 1:
             for job in crashed:
                 job.marker.unlink(missing_ok=True)
@@ -54,17 +83,21 @@ def run_in_processes(jobs: list[Job], workers: int, settings: GradingSettings, f
             (alone if job in running else together).append(job)
 
 
-def _run_pool(batch: list[Job], workers: int, settings: GradingSettings, finish) -> list[Job]:
-    """Grade ``batch`` in one pool of processes; the jobs lost when the pool broke."""
+def _run_pool(
+    batch: list[Job], workers: int, settings: GradingSettings, finish, started=None
+) -> list[Job]:
+    """Grade ``batch`` in one pool of processes (``started``, else a new one); the jobs
+    lost when the pool broke."""
     crashed = []
-    pool = ProcessPoolExecutor(
-        min(workers, len(batch)),
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=start_worker,
-        initargs=(settings,),
-    )
-    with pool:
+    pool = started or _new_pool(min(workers, len(batch)), settings)
+    try:
         futures = {pool.submit(grade_in_worker, job): job for job in batch}
+    except BrokenProcessPool:
+        pool.shutdown(cancel_futures=True)
+        if started is None:
+            raise
+        return _run_pool(batch, workers, settings, finish)  # it broke before its first job
+    with pool:
         for future in as_completed(futures):
             job = futures[future]
             try:

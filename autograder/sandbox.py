@@ -233,12 +233,17 @@ class SandboxedKernelManager(AsyncKernelManager):
     _folder: str | None = None
     _server = None
 
-    def _fork_server(self):
+    def fork_server_for_kernels(self):
         """This process's fork server for this manager's sandbox (started when needed)."""
         memory = memory_limit() if self.memory_limit is None else self.memory_limit
         cpu = cpu_limit() if self.cpu_limit is None else self.cpu_limit
         hidden = list(self.hidden)
-        environment = tuple(sorted(os.environ.items()))
+        # The server's own environment (what its imports read; a kernel gets the one of its
+        # request): the variables nbgrader sets around each step (NBGRADER_EXECUTION) left
+        # out, so that a worker's server started before its first step serves the steps.
+        environment = tuple(
+            sorted(kv for kv in os.environ.items() if not kv[0].startswith("NBGRADER_"))
+        )
         python = kernel_python()
 
         def command(folder):
@@ -254,7 +259,7 @@ class SandboxedKernelManager(AsyncKernelManager):
     async def _async_pre_start_kernel(self, **kw):
         if self._folder is None:
             if self.fork_server:
-                self._server = self._fork_server()
+                self._server = self.fork_server_for_kernels()
                 self._folder = self._server.new_folder()
             else:
                 self._folder = tempfile.mkdtemp(prefix="grading-kernel-")

@@ -255,3 +255,20 @@ def test_a_kernel_forked_with_caches_ahead_finds_them_filled_and_fails_as_a_new_
     assert results["caches"]["files"] > results["forked"]["files"] + 300
     assert len(tracebacks["caches"]) == 1 and "fill in attention" in tracebacks["caches"][0][-1]
     assert tracebacks["caches"] == tracebacks["forked"] == tracebacks["anew"]
+
+
+def test_a_server_started_before_nbgraders_step_serves_its_kernels(monkeypatch):
+    """A worker starts its server before its first job (``job.warm_up``); nbgrader's
+    autograde then sets NBGRADER_EXECUTION, which must not start a second server (a
+    kernel's environment is its request's, not the server's)."""
+    require_bwrap()
+    ForkServer.close_current()
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    config = Config()
+    config.SandboxedKernelManager.fork_server = True
+    first = SandboxedKernelManager(config=config).fork_server_for_kernels()
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    assert SandboxedKernelManager(config=config).fork_server_for_kernels() is first
+    monkeypatch.setenv("MPLBACKEND", "agg")  # what the server's imports read: a new server
+    assert SandboxedKernelManager(config=config).fork_server_for_kernels() is not first
+    ForkServer.close_current()

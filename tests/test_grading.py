@@ -3,11 +3,13 @@
 Every chapter's batch of submissions is graded in one run, by two worker processes, as a
 class hands in several chapters (a run per chapter would pay the grader's start, about 13 s
 of two cores, ten times). For each chapter: the solution (full marks), the untouched
-student notebook (zero, and the run finishes), a notebook that is not JSON, one whose
-student deleted a test cell, the catalogued mistakes (``autograder/mistakes/``) packed
-several to a notebook (no two on one exercise or one test cell: ``mutants.packs``), each of
-which must lose points on its own test cells only and be named there and in the feedback,
-and a wrong answer outside the catalogue, which must lose points and be named as nothing.
+student notebook (zero, and the run finishes), a notebook that is not JSON, the catalogued
+mistakes (``autograder/mistakes/``) packed several to a notebook (no two on one exercise or
+one test cell: ``mutants.packs``), each of which must lose points on its own test cells only
+and be named there and in the feedback, and a wrong answer outside the catalogue, which
+must lose points and be named as nothing. From one of the packs' notebooks the student
+deleted the first graded test cell, which nbgrader must put back and grade (a notebook of
+its own only where every pack breaks that cell: no kernel runs a solution twice).
 ``test_mistakes.py`` checks each mistake alone, in-process.
 """
 
@@ -31,23 +33,50 @@ from autograder.submissions import mutate, solved_notebook, untouched_notebook, 
 pytestmark = pytest.mark.slow
 
 
+def _first_test(nb) -> str:
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")).metadata[
+        "nbgrader"
+    ]["grade_id"]
+
+
+def _deleted_in(chapter: str, first_test: str) -> str:
+    """Whose notebook has the chapter's first graded test cell deleted: the first pack of
+    mistakes that does not break that cell (all its other cells are checked as a pack's),
+    else a solution of its own."""
+    for i, pack in enumerate(packs(MUTANTS[chapter])):
+        if all(first_test not in m.breaks for m in pack):
+            return f"mistakes-{i + 1}"
+    return "deleted-test-cell"
+
+
 def _write_chapter(root, chapter: str, submissions) -> None:
     """The chapter's submissions, each student's in ``submissions/<student>/<chapter>/``."""
     write_submission(solved_notebook(root, chapter), submissions, "solution", chapter)
     write_submission(untouched_notebook(root, chapter), submissions, "untouched", chapter)
+    # a student who deleted a graded test cell: nbgrader must put it back, not skip it
+    first_test = _first_test(solved_notebook(root, chapter))
+    deleted_in = _deleted_in(chapter, first_test)
+
+    def deleting(nb, student):
+        if student == deleted_in:
+            nb.cells = [
+                c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != first_test
+            ]
+        return nb
+
     for i, pack in enumerate(packs(MUTANTS[chapter])):
         nb = solved_notebook(root, chapter)
         for m in pack:
             nb = mutate(nb, m.cell, m.old, m.new)
-        write_submission(nb, submissions, f"mistakes-{i + 1}", chapter)
+        write_submission(
+            deleting(nb, f"mistakes-{i + 1}"), submissions, f"mistakes-{i + 1}", chapter
+        )
     for m in UNCATALOGUED[chapter]:
         nb = mutate(solved_notebook(root, chapter), m.cell, m.old, m.new)
         write_submission(nb, submissions, f"wrong-{m.name}", chapter)
-    # a student who deleted a graded test cell: nbgrader must put it back, not skip it
-    nb = solved_notebook(root, chapter)
-    first_test = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade"))
-    nb.cells.remove(first_test)
-    write_submission(nb, submissions, "deleted-test-cell", chapter)
+    if deleted_in == "deleted-test-cell":
+        nb = deleting(solved_notebook(root, chapter), deleted_in)
+        write_submission(nb, submissions, deleted_in, chapter)
     broken = submissions / "broken" / chapter / f"{chapter}.ipynb"
     broken.parent.mkdir(parents=True)
     broken.write_text('{"cells": [', encoding="utf-8")
@@ -121,9 +150,22 @@ def test_broken_notebook_gets_zero_with_a_reason(graded):
     assert all(r.points == 0 and r.status.startswith("unreadable") for r in rows)
 
 
-def test_deleted_test_cell_is_restored_and_graded(graded):
-    for row in _scores(graded, "deleted-test-cell").values():
-        assert row.points == row.max_points, row
+def test_deleted_test_cell_is_restored_and_graded(graded, root):
+    """The cell is graded with full marks (the notebook's other cells are checked as its
+    pack's: ``test_each_mistake_loses_points_on_its_own_exercise_only``)."""
+    chapter = graded[0]
+    first_test = _first_test(solved_notebook(root, chapter))
+    student = _deleted_in(chapter, first_test)
+    path = graded[2] / "nbgrader" / "submitted" / student / chapter / f"{chapter}.ipynb"
+    assert first_test not in {
+        c.metadata.get("nbgrader", {}).get("grade_id")
+        for c in nbformat.read(path, as_version=4).cells
+    }
+    scores = _scores(graded, student)
+    assert first_test in scores
+    for cell, row in scores.items():
+        if cell == first_test or student == "deleted-test-cell":
+            assert row.points == row.max_points, row
 
 
 def test_feedback_for_every_graded_submission(graded):

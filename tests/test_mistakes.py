@@ -2,6 +2,8 @@
 names (visible and hidden tests) and each of them names it; a wrong answer outside the
 catalogue fails and is named as nothing. Seconds per chapter, so every entry is checked on
 its own; ``test_grading.py`` then submits them, several to a notebook, through the grader.
+The cells before a mistake's cell are the solution's: they run once per chapter, and each
+mistake's run goes on from there in a fork of the test process (``tests/forked.py``).
 
 A chapter's notebook runs here without its experiments: the set-up, every exercise and
 every graded test cell, and the other cells before the first ``experiment*`` cell (their
@@ -9,6 +11,7 @@ errors do not count: some need an experiment's results).
 """
 
 import contextlib
+import functools
 import io
 import os
 import re
@@ -17,6 +20,7 @@ import matplotlib
 import nbformat
 import pytest
 import torch
+from forked import each_from_its_cell
 from mutants import ALTERNATIVES, MUTANTS, UNCATALOGUED
 
 from autograder.chapters import ALL_CHAPTERS, solution_path
@@ -54,39 +58,85 @@ def _visible(source: str) -> str:
     return "\n".join(kept)
 
 
-def failures(root, chapter, entry=None, visible_only=False) -> dict[str, str]:
-    """Run the chapter with ``entry``'s mistake made; the failed graded cells' messages
-    (``visible_only``: the test cells as released, without their hidden tests)."""
-    namespace: dict = {"__name__": "__main__"}
-    failed = {}
+def _run(cells, namespace: dict, failed: dict, entry=None, visible_only=False) -> None:
+    """Run ``cells`` in ``namespace`` with ``entry``'s mistake made; the failed graded cells'
+    messages go to ``failed``."""
+    for grade_id, graded, source, counts in cells:
+        if entry is not None and grade_id == entry.cell:
+            source = apply(source, entry)
+        if visible_only:
+            source = _visible(source)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(source, grade_id or "<cell>", "exec"), namespace)
+        except Exception as error:
+            if graded:
+                failed[grade_id] = f"{type(error).__name__}: {error}"
+            elif counts:
+                failed[grade_id] = f"(not a test) {type(error).__name__}: {error}"
+
+
+@contextlib.contextmanager
+def _grading_mode():
     previous = os.environ.get("ATTENTION_COURSE_GRADING")
     os.environ["ATTENTION_COURSE_GRADING"] = "1"
     try:
-        for grade_id, graded, source, counts in cells_to_run(root, chapter):
-            if entry is not None and grade_id == entry.cell:
-                source = apply(source, entry)
-            if visible_only:
-                source = _visible(source)
-            try:
-                with contextlib.redirect_stdout(io.StringIO()):
-                    exec(compile(source, grade_id or "<cell>", "exec"), namespace)
-            except Exception as error:
-                if graded:
-                    failed[grade_id] = f"{type(error).__name__}: {error}"
-                elif counts:
-                    failed[grade_id] = f"(not a test) {type(error).__name__}: {error}"
+        yield
     finally:
         if previous is None:
             os.environ.pop("ATTENTION_COURSE_GRADING", None)
         else:
             os.environ["ATTENTION_COURSE_GRADING"] = previous
         torch.manual_seed(0)
+
+
+def failures(root, chapter, entry=None, visible_only=False) -> dict[str, str]:
+    """Run the chapter with ``entry``'s mistake made; the failed graded cells' messages
+    (``visible_only``: the test cells as released, without their hidden tests)."""
+    failed: dict[str, str] = {}
+    with _grading_mode():
+        _run(cells_to_run(root, chapter), {"__name__": "__main__"}, failed, entry, visible_only)
     return failed
+
+
+@functools.cache
+def failures_of_each(root, chapter) -> dict[str | None, dict[str, str]]:
+    """``failures(root, chapter, entry)`` of every entry of the chapter (catalogued,
+    uncatalogued, alternatives; ``None``: the solution), in one run of the chapter: the
+    cells before an entry's cell run once, for all, and each entry's run goes on from its
+    cell in a fork (``tests/forked.py``)."""
+    cells = cells_to_run(root, chapter)
+    at = {grade_id: i for i, (grade_id, *_) in enumerate(cells) if grade_id}
+    listed = MUTANTS[chapter] + UNCATALOGUED[chapter] + ALTERNATIVES.get(chapter, [])
+    entries = {e.name: e for e in listed}
+    assert len(entries) == len(listed), f"{chapter}: two entries with one name"
+    missing = [name for name, e in entries.items() if e.cell not in at]
+    assert not missing, f"{chapter}: no cell of these mistakes' runs: {missing}"
+    namespace: dict = {"__name__": "__main__"}
+    failed: dict[str, str] = {}
+    solution: dict[str, str] = {}
+
+    def rest(i: int, name: str) -> dict[str, str]:
+        _run(cells[i:], namespace, failed, entries[name])
+        return failed
+
+    with _grading_mode():
+        # the solution's own run first, in a namespace of its own: it also fills what the
+        # cells keep for the process (the recorded answers, what is imported on first use),
+        # before the forks, as the runs one after the other did for the runs after them
+        _run(cells, {"__name__": "__main__"}, solution)
+        result = each_from_its_cell(
+            len(cells),
+            {name: at[e.cell] for name, e in entries.items()},
+            lambda i: _run(cells[i : i + 1], namespace, failed),
+            rest,
+        )
+    return {None: solution, **result}
 
 
 @pytest.mark.parametrize("chapter", ALL_CHAPTERS)
 def test_the_solution_passes_every_test(root, chapter):
-    assert failures(root, chapter) == {}
+    assert failures_of_each(root, chapter)[None] == {}
 
 
 CATALOGUED = [(ch, m.name) for ch in ALL_CHAPTERS for m in MUTANTS[ch]]
@@ -95,7 +145,7 @@ CATALOGUED = [(ch, m.name) for ch in ALL_CHAPTERS for m in MUTANTS[ch]]
 @pytest.mark.parametrize("chapter, name", CATALOGUED)
 def test_a_mistake_fails_its_own_tests_and_is_named_there(root, chapter, name):
     entry = next(m for m in MUTANTS[chapter] if m.name == name)
-    failed = failures(root, chapter, entry)
+    failed = failures_of_each(root, chapter)[name]
     assert set(failed) == set(entry.breaks), (
         f"{name} failed {sorted(failed)}, expected {sorted(entry.breaks)}:\n"
         + "\n".join(f"{k}: {v[:400]}" for k, v in failed.items())
@@ -110,7 +160,7 @@ UNKNOWN = [(ch, m.name) for ch in ALL_CHAPTERS for m in UNCATALOGUED[ch]]
 @pytest.mark.parametrize("chapter, name", UNKNOWN)
 def test_a_wrong_answer_outside_the_catalogue_is_named_as_nothing(root, chapter, name):
     entry = next(m for m in UNCATALOGUED[chapter] if m.name == name)
-    failed = failures(root, chapter, entry)
+    failed = failures_of_each(root, chapter)[name]
     assert set(failed) == set(entry.breaks), sorted(failed)
     for cell, message in failed.items():
         assert TAG.findall(message) == [], f"{cell}: a false diagnosis:\n{message}"
@@ -127,8 +177,7 @@ OTHER_WAYS = [(ch, m.name) for ch, entries in ALTERNATIVES.items() for m in entr
 @pytest.mark.parametrize("chapter, name", OTHER_WAYS)
 def test_a_right_answer_written_another_way_passes_every_test(root, chapter, name):
     """A convention the exercise leaves open costs nothing (issue 36)."""
-    entry = next(m for m in ALTERNATIVES[chapter] if m.name == name)
-    assert failures(root, chapter, entry) == {}
+    assert failures_of_each(root, chapter)[name] == {}
 
 
 # A wrong count and the numbers its failure must not print: the right counts of the cases

@@ -213,6 +213,39 @@ def test_a_dying_worker_costs_only_its_own_submission(root, tmp_path):
         assert [r["student"] for r in csv.DictReader(f)] == ["solution"]
 
 
+@pytest.mark.slow
+def test_workers_started_ahead_and_dead_before_their_first_job_are_replaced(
+    root, tmp_path, graded_serially, monkeypatch
+):
+    """The worker processes start while the run is prepared (``pool.start_processes``);
+    where they died before the first job (killed here once their fork servers were up),
+    a fresh pool grades the class, with the same grades."""
+    import os
+    import signal
+
+    from autograder import grade as grading
+    from autograder import pool
+
+    killed = []
+
+    def started_then_killed(count, settings):
+        started = pool.start_processes(count, settings)
+        started.submit(int).result()  # the warm-ups have run before this
+        for process in list(started._processes.values()):
+            os.kill(process.pid, signal.SIGKILL)
+            killed.append(process.pid)
+        return started
+
+    monkeypatch.setattr(grading, "start_processes", started_then_killed)
+    submissions, serial, _, _ = graded_serially
+    out = tmp_path / "out"
+    grading.grade(
+        root, submissions, out, workers=2, sandbox=not grade_options(), log=lambda *a: None
+    )
+    assert killed
+    assert_same_grades(serial, out)
+
+
 class LockedOnce:
     """An nbgrader API whose first autograde meets a gradebook locked by another worker."""
 
