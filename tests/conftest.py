@@ -41,15 +41,26 @@ ONE_CORE_FIRST = (
 )
 
 
+# The tests that keep both cores busy from start to end (the kit's: its notebook and its
+# checks run two at a time), last of the others: the grading tests before them wait on
+# their kernels (a fifth to a third of the two cores idle), which the site's survey,
+# started once the book is built, then fills; the kit's tests fill the cores alone after it.
+BOTH_CORES_LAST = ("tests/test_kit.py",)
+
+
+def _path(item) -> str:
+    return Path(str(item.path)).relative_to(ROOT).as_posix()
+
+
 def _one_core(item) -> bool:
-    path = Path(str(item.path)).relative_to(ROOT).as_posix()
-    return any(path.startswith(prefix) for prefix in ONE_CORE_FIRST)
+    return any(_path(item).startswith(prefix) for prefix in ONE_CORE_FIRST)
 
 
 def pytest_collection_modifyitems(config, items):
     """The tests that need the website run last, and its build starts now, in the background
     (``tests/book_build.py``): it uses one core for about ten minutes, while the tests that
-    use one core (``ONE_CORE_FIRST``) run first on the other. What those tests' modules do
+    use one core (``ONE_CORE_FIRST``) run first on the other; ``BOTH_CORES_LAST`` run last
+    before the website's. What those tests' modules do
     with the site (their ``AFTER_BUILD``: the survey, the PDF) starts as soon as it is
     built, beside the other tests."""
     website = [item for item in items if "site" in getattr(item, "fixturenames", ())]
@@ -57,8 +68,9 @@ def pytest_collection_modifyitems(config, items):
         return
     others = [item for item in items if "site" not in getattr(item, "fixturenames", ())]
     first = [item for item in others if _one_core(item)]
-    then = [item for item in others if not _one_core(item)]
-    items[:] = first + then + website
+    last = [item for item in others if _path(item) in BOTH_CORES_LAST]
+    then = [item for item in others if not _one_core(item) and item not in last]
+    items[:] = first + then + last + website
     if not config.option.collectonly:
         build = book_build.start()
         # what the website's test modules do with the site, started once it is built
