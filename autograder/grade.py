@@ -55,7 +55,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import gradebook
+from autograder import gradebook, speedups
 from autograder.cells import graded_cells
 from autograder.chapters import ALL_CHAPTERS, CourseError, chapters_in, course_order, solution_path
 from autograder.cluster import run_on_cluster
@@ -188,9 +188,7 @@ def grade(
     run = open_run(root, submissions, out, db_url, sandbox, cell_timeout, log, problems)
     check_kernel_imports(list(run.settings.hidden))
     wanted = sorted({ch for chs in found.values() for ch in chs}, key=course_order)
-    started = None
-    if scheduler is None and workers > 1 and (ahead := _jobs_ahead(run, found, wanted, regrade)):
-        started = start_processes(min(workers, ahead), run.settings)
+    started = workers_ahead(run, found, wanted, regrade, workers, scheduler)
     try:
         api = nbgrader_for(run.settings, prestart=True)  # grades job after job when workers=1
         solutions = prepare_chapters(run, api, wanted)
@@ -339,6 +337,17 @@ def plan_jobs(run: Run, found: dict, solutions: dict[str, str], regrade: bool) -
         )
     gradebook.create_students(run.settings.db, sorted({job.student for job in plan.jobs}))
     return plan
+
+
+def workers_ahead(
+    run: Run, found: dict, chapters: list[str], regrade: bool, workers: int, scheduler
+):
+    """The worker processes of the run, started now (``pool.start_processes``), where it
+    will grade in more than one of them and the switch ``workers-ahead`` is on; else None."""
+    if scheduler is not None or workers == 1 or not speedups.on("workers-ahead"):
+        return None
+    ahead = _jobs_ahead(run, found, chapters, regrade)
+    return start_processes(min(workers, ahead), run.settings) if ahead else None
 
 
 def _jobs_ahead(run: Run, found: dict, chapters: list[str], regrade: bool) -> int:

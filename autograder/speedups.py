@@ -27,6 +27,11 @@ SWITCHES = {
         "as it starts and at its first traceback: ipykernel's debugger module (debugpy), "
         "inspect's map of module files, pygments' Python lexer (autograder/fork_server.py)"
     ),
+    "workers-ahead": (
+        "the worker processes, and each one's fork server, start while the grader prepares "
+        "the run (the chapters' releases, the solutions' check), not after it "
+        "(autograder/pool.py)"
+    ),
     "kernel-ahead": (
         "a worker starts the next submission's kernel, PyTorch imported, while nbgrader "
         "saves the last one's grades and writes its feedback page (autograder/sandbox.py)"

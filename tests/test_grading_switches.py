@@ -143,3 +143,22 @@ def test_markdown_math_is_the_same_remembered_or_made(root, without):
     without("page-parts-once")
     made = converted()
     assert remembered == again == made and any("<math" in s for s in made)
+
+
+def test_the_workers_start_ahead_only_with_the_switch_and_more_than_one_worker(
+    without, monkeypatch, tmp_path
+):
+    from autograder import grade
+
+    started = []
+    monkeypatch.setattr(grade, "start_processes", lambda count, settings: started.append(count))
+    monkeypatch.setattr(grade, "_jobs_ahead", lambda *args: 3)
+    run = grade.Run(tmp_path, tmp_path, Out(tmp_path / "out"), None, None, print, [])
+    grade.workers_ahead(run, {}, [], False, 2, None)
+    grade.workers_ahead(run, {}, [], False, 8, None)
+    assert started == [2, 3]  # never more than the jobs
+    grade.workers_ahead(run, {}, [], False, 1, None)  # one worker grades in this process
+    grade.workers_ahead(run, {}, [], False, 2, "tcp://scheduler:8786")  # Dask's workers
+    without("workers-ahead")
+    grade.workers_ahead(run, {}, [], False, 2, None)
+    assert started == [2, 3]
