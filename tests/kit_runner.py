@@ -1,12 +1,13 @@
-"""Run a chapter's notebook as a student's kit runs it, once per mistake, and say which
-graded test cells failed and what their messages named.
+"""Run a chapter's notebook as a student's kit runs it, once per run of mistakes, and say
+which graded test cells failed and what their messages named.
 
     python kit_runner.py --mistakes SPEC.json NOTEBOOK      (with the kit's interpreter)
 
-The notebook (its exercises solved) runs in-process once per mistake of SPEC (a JSON list
-of {"name", "cell", "old", "new"}: the cell's text ``old`` becomes ``new``), in grading mode
+The notebook (its exercises solved) runs in-process once per run of SPEC (a JSON list of
+{"name", "edits"}, each edit a {"cell", "old", "new"}: the cell's text ``old`` becomes
+``new``; a run makes one mistake, or a pack of them in different cells), in grading mode
 and the notebook's own folder, without its experiments, as ``tests/test_mistakes.py`` runs
-a chapter; it prints one JSON object: mistake -> {grade id of each failed graded test cell:
+a chapter; it prints one JSON object: run -> {grade id of each failed graded test cell:
 the known mistakes its message names}. Only the kit's packages are used.
 """
 
@@ -26,8 +27,8 @@ import nbformat  # noqa: E402
 TAG = re.compile(r"\[known mistake: ([a-z0-9-]+)\]")
 
 
-def named(path: Path, mistakes: list[dict]) -> dict:
-    """mistake -> {failed graded test cell: the mistakes its message names}."""
+def named(path: Path, runs: list[dict]) -> dict:
+    """run -> {failed graded test cell: the mistakes its message names}."""
     import matplotlib
     import torch
 
@@ -43,20 +44,23 @@ def named(path: Path, mistakes: list[dict]) -> dict:
             cells.append((grade_id, bool(meta.get("grade")), cell.source))
     os.chdir(path.parent)
     out = {}
-    for mistake in mistakes:
+    for run in runs:
         namespace: dict = {"__name__": "__main__"}
         failed = {}
+        edits = {edit["cell"]: edit for edit in run["edits"]}
+        assert len(edits) == len(run["edits"]), f"{run['name']}: two edits of one cell"
         for grade_id, graded, source in cells:
-            if grade_id == mistake["cell"]:
-                assert source.count(mistake["old"]) == 1, (mistake["name"], grade_id)
-                source = source.replace(mistake["old"], mistake["new"])
+            if grade_id in edits:
+                edit = edits[grade_id]
+                assert source.count(edit["old"]) == 1, (run["name"], grade_id)
+                source = source.replace(edit["old"], edit["new"])
             try:
                 with contextlib.redirect_stdout(io.StringIO()):
                     exec(compile(source, grade_id or "<cell>", "exec"), namespace)
             except Exception as error:
                 if graded:
                     failed[grade_id] = TAG.findall(str(error))
-        out[mistake["name"]] = failed
+        out[run["name"]] = failed
         torch.manual_seed(0)
     return out
 

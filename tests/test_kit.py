@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from mutants import MUTANTS, UNCATALOGUED
+from mutants import MUTANTS, UNCATALOGUED, packs
 
 from attention_course.runtime import GRADING_ENV  # noqa: E402
 from autograder import kit  # noqa: E402
@@ -344,7 +344,7 @@ def _run_from_kit(chapter: str, built: dict, folder: Path) -> list[str]:
         nbformat.write(nb, work / f"{chapter}.ipynb")
         paths.append(work / f"{chapter}.ipynb")
     # the mistakes' runners' folders, copied before anything runs in the solved one
-    for name in ("a", "b"):
+    for name in ("a", "b", "alone"):
         shutil.copytree(paths[0].parent, folder / f"mistakes-{name}")
     # at once, one on each core: the solved notebook top to bottom, the untouched one
     # through the kit's validate
@@ -360,8 +360,8 @@ def _run_from_kit(chapter: str, built: dict, folder: Path) -> list[str]:
     said, said_err = validated.communicate(timeout=900)
     # then the chapter's mistakes, in-process, in two halves: one on the core validate
     # leaves, the other on the core nbval leaves (one runner would finish alone)
-    entries = [(m, True) for m in MUTANTS[chapter]] + [(m, False) for m in UNCATALOGUED[chapter]]
-    halves = [entries[0::2], entries[1::2]]
+    runs = _mistake_runs(chapter)
+    halves = [runs[0::2], runs[1::2]]
     mistakes = [_start_mistakes(kit_python, paths[0], folder, halves[0], "a")]
     out, _ = solved_run.communicate(timeout=900)
     mistakes.append(_start_mistakes(kit_python, paths[0], folder, halves[1], "b"))
@@ -377,8 +377,14 @@ def _run_from_kit(chapter: str, built: dict, folder: Path) -> list[str]:
         )
     elif "Exercises not done yet" not in said:
         problems.append(f"{chapter}: validate did not list the exercises not done: {said}")
+    again = []  # the mistakes a pack did not settle: each run alone
     for half, run in mistakes:
-        problems += _named_from_kit(chapter, half, run)
+        said, unsure = _named_from_kit(chapter, half, run)
+        problems += said
+        again += [[m] for m in unsure]
+    if again:
+        alone = _start_mistakes(kit_python, paths[0], folder, again, "alone")
+        problems += _named_from_kit(chapter, *alone)[0]
     return problems
 
 
@@ -390,43 +396,79 @@ KIT_CANNOT_NAME = {
 }
 
 
-def _start_mistakes(kit_python: Path, solved: Path, folder: Path, entries: list, name: str):
-    """Start the kit's runner on ``entries`` ((mistake, catalogued?): catalogued mistakes and
-    wrong answers outside the catalogue), each made in (a copy of) the solved notebook, in
-    a folder of its own (``mistakes-NAME``, a copy of the solved notebook's). Returns
-    (entries, the runner's process)."""
+def _mistake_runs(chapter: str) -> list[list]:
+    """The runs of the kit's mistakes runner for ``chapter``: its catalogued mistakes in
+    packs (``mutants.packs``: no two in one exercise or breaking one test cell; a mistake
+    the kit cannot name alone), each wrong answer outside the catalogue alone. A run is a
+    list of mistakes. Packed, a chapter takes a handful of runs instead of one a mistake
+    (each run is the whole notebook without its experiments: seconds in some chapters)."""
+    nameable = [m for m in MUTANTS[chapter] if (chapter, m.name) not in KIT_CANNOT_NAME]
+    return packs(nameable) + [
+        [m] for m in MUTANTS[chapter] + UNCATALOGUED[chapter] if m not in nameable
+    ]
+
+
+def _start_mistakes(kit_python: Path, solved: Path, folder: Path, runs: list, name: str):
+    """Start the kit's runner on ``runs`` (lists of mistakes, catalogued or not), each
+    made in (a copy of) the solved notebook, in a folder of its own (``mistakes-NAME``, a
+    copy of the solved notebook's). Returns (runs, the runner's process)."""
     work = folder / f"mistakes-{name}"
     spec = folder / f"mistakes-{name}.json"
     spec.write_text(
         json.dumps(
-            [{"name": m.name, "cell": m.cell, "old": m.old, "new": m.new} for m, _ in entries]
+            [
+                {
+                    "name": _run_name(run),
+                    "edits": [{"cell": m.cell, "old": m.old, "new": m.new} for m in run],
+                }
+                for run in runs
+            ]
         )
     )
-    run = subprocess.Popen(
+    process = subprocess.Popen(
         [str(kit_python), str(RUNNER), "--mistakes", str(spec), str(work / solved.name)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=folder,
     )
-    return entries, run
+    return runs, process
 
 
-def _named_from_kit(chapter: str, entries: list, run: subprocess.Popen) -> list[str]:
+def _run_name(run: list) -> str:
+    return " + ".join(m.name for m in run)
+
+
+def _named_from_kit(chapter: str, runs: list, process: subprocess.Popen) -> tuple[list, list]:
     """Each catalogued mistake, run in the kit's interpreter: one that fails a visible test
     is named there, on its own exercise's test cells and by no other name (a later test
     that builds on the exercise may fail too: in the kit it runs the student's own layer
     where grading gives it the reference's); a wrong answer outside the catalogue is named
-    as nothing."""
-    stdout, stderr = run.communicate(timeout=900)
-    if run.returncode != 0:
-        return [f"{chapter}: the mistakes' runner failed: {stderr[-2000:]}"]
+    as nothing. Returns (the problems, the mistakes to run again alone).
+
+    In a pack whose every failed cell names only the mistakes whose test cell it is, a
+    mistake named on one of its own test cells passes: alone, it fails its own exercise
+    and is named there only (as ``test_grading.py`` grades packs; ``test_mistakes.py`` runs
+    each alone). One that is not named there (a later exercise's test, fed by another
+    mistake's layer, fails before it can tell) runs again alone; all of the pack's do
+    where a cell names a mistake whose test cell it is not."""
+    stdout, stderr = process.communicate(timeout=900)
+    if process.returncode != 0:
+        return [f"{chapter}: the mistakes' runner failed: {stderr[-2000:]}"], []
     results = json.loads(stdout)
-    problems = []
-    for entry, catalogued in entries:
-        failed = results[entry.name]
+    problems, unsure = [], []
+    for run in runs:
+        failed = results[_run_name(run)]
+        if len(run) > 1:
+            owners = {c: {m.name for m in run if c in m.breaks} for c in failed}
+            if all(set(names) <= owners[c] for c, names in failed.items()):
+                unsure += [m for m in run if not any(m.name in failed.get(c, ()) for c in m.breaks)]
+            else:
+                unsure += run
+            continue
+        (entry,) = run
         names = {tag for tags in failed.values() for tag in tags}
-        if not catalogued:
+        if entry not in MUTANTS[chapter]:
             if names:
                 problems.append(f"{chapter}: {entry.name} (not catalogued) was named {names}")
             continue
@@ -439,7 +481,33 @@ def _named_from_kit(chapter: str, entries: list, run: subprocess.Popen) -> list[
             entry.name in failed.get(c, ()) for c in entry.breaks
         ):
             problems.append(f"{chapter}: {entry.name} failed {failed} in the kit")
-    return problems
+    return problems, unsure
+
+
+class _Finished:
+    """A mistakes' runner that has printed ``results``."""
+
+    returncode = 0
+
+    def __init__(self, results: dict):
+        self.results = results
+
+    def communicate(self, timeout=None):
+        return json.dumps(self.results), ""
+
+
+def test_a_pack_settles_only_the_mistakes_named_on_their_own_cells():
+    chapter = "04_dot_product_attention"
+    pack = next(run for run in _mistake_runs(chapter) if len(run) > 2)
+    a, b, c = pack[:3]
+    own = {m.name: sorted(m.breaks)[0] for m in pack}
+    # a and b named on their own cells; c's cell fails, named as nothing
+    failed = {own[a.name]: [a.name], own[b.name]: [b.name], own[c.name]: []}
+    problems, again = _named_from_kit(chapter, [pack], _Finished({_run_name(pack): failed}))
+    assert problems == [] and again == [m for m in pack if m not in (a, b)]
+    # a cell that names a mistake whose test cell it is not: every mistake runs alone
+    failed[own[c.name]] = [a.name]
+    assert _named_from_kit(chapter, [pack], _Finished({_run_name(pack): failed}))[1] == pack
 
 
 @pytest.mark.parametrize("chapter", ALL_CHAPTERS)

@@ -12,6 +12,7 @@ morphemes so that a token lines up with an English word, and the German order fl
 
 import random
 import re
+from functools import lru_cache
 
 from num2words import num2words
 
@@ -46,11 +47,19 @@ def number_words(n: int, lang: str = "en") -> list[str]:
         raise ValueError(f"unknown language {lang!r}; choose one of {LANGUAGES}")
     if not isinstance(n, int) or n < 0:
         raise ValueError(f"need a non-negative integer, got {n!r}")
+    return list(_tokens(n, lang))
+
+
+@lru_cache(maxsize=1 << 16)
+def _tokens(n: int, lang: str) -> tuple[str, ...]:
+    """:func:`number_words`, remembered: num2words takes about a fifth of a millisecond a
+    number, and one process often draws the same data set again (the tests run a
+    chapter's cells once for each known mistake)."""
     text = num2words(n, lang=lang).lower().replace(",", "")
     tokens = [t for t in re.split(r"[\s\-]+", text) if t]
     if lang == "de":
         tokens = [piece for tok in tokens for piece in _split_german(tok)]
-    return tokens
+    return tuple(tokens)
 
 
 def sample_number(rng: random.Random, max_digits: int) -> int:
