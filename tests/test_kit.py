@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -303,6 +304,7 @@ PROBE = (
 # seconds is taken for that, and the notebook runs once more in a new kernel.
 CELL_TIMEOUT_S = 300
 NBVAL_TIMEOUT = "seconds exceeded while executing cell"
+TASK_TIMEOUT_S = 900  # a command of a chapter's run from its kit, past which it is killed
 
 
 # pytest, as ``python -m pytest`` runs it, once jsonschema's IRI grammar is ruled out
@@ -313,24 +315,59 @@ PYTEST = (
 )
 
 
-def _nbval(kit_python: Path, notebook: Path) -> subprocess.Popen:
+def _nbval(kit_python: Path, notebook: Path, log) -> subprocess.Popen:
     """nbval, in the kit's interpreter, on ``notebook``: every cell top to bottom in one
     kernel, in grading mode and the notebook's folder; a cell's error fails the run."""
     return subprocess.Popen(
         [str(kit_python), "-c", PYTEST, "-q", "--color=no", "-p", "no:cacheprovider"]
         + ["--nbval-lax", f"--nbval-cell-timeout={CELL_TIMEOUT_S}", "-rf", notebook.name],
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
-        text=True,
         cwd=notebook.parent,
         env={**os.environ, GRADING_ENV: "1"},
     )
 
 
-def _run_from_kit(chapter: str, built: dict, folder: Path) -> list[str]:
-    """Install the kit through ``chapter``; run the solved notebook top to bottom with nbval
-    (grading mode, experiments included: every cell must run) and the kit's validate on the
-    untouched one. Returns what went wrong."""
+class _Task:
+    """A command of a chapter's run from its kit: ``start(log)`` starts it (its output to
+    the open file ``log``); ``finish(returncode, output)`` judges it, adding to the
+    chapter's problems, and returns the commands that follow from it."""
+
+    def __init__(self, name: str, start, finish):
+        self.name, self.start, self.finish = name, start, finish
+
+
+def _two_at_a_time(tasks: list, folder: Path) -> None:
+    """Run ``tasks`` in order, two at once (one a core), each one's followers first as it
+    ends: while one chapter's notebook runs on one core, the other core runs that
+    chapter's checks and then the next chapter's, instead of waiting."""
+    pending, running, count = list(tasks), [], 0
+    while pending or running:
+        while pending and len(running) < 2:
+            task = pending.pop(0)
+            count += 1
+            path = folder / f"task-{count}.log"
+            log = path.open("wb")
+            running.append((task, task.start(log), log, path, time.monotonic()))
+        time.sleep(0.05)
+        for entry in list(running):
+            task, process, log, path, started = entry
+            if process.poll() is None and time.monotonic() - started < TASK_TIMEOUT_S:
+                continue
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            running.remove(entry)
+            log.close()
+            output = path.read_text(encoding="utf-8", errors="replace")
+            pending[:0] = task.finish(process.returncode, output)
+
+
+def _kit_tasks(chapter: str, built: dict, folder: Path, problems: list) -> list:
+    """Install the kit through ``chapter``; the commands that run the solved notebook top
+    to bottom with nbval (grading mode, experiments included: every cell must run), the
+    kit's validate on the untouched one and the mistakes' runner (packs, then what the
+    packs did not settle, alone). What goes wrong goes into ``problems``."""
     kit_python = install(built, folder)
     paths = []
     solved = solved_notebook(ROOT, chapter)
@@ -344,48 +381,67 @@ def _run_from_kit(chapter: str, built: dict, folder: Path) -> list[str]:
         nbformat.write(nb, work / f"{chapter}.ipynb")
         paths.append(work / f"{chapter}.ipynb")
     # the mistakes' runners' folders, copied before anything runs in the solved one
-    for name in ("a", "b", "alone"):
+    for name in ("packs", "alone"):
         shutil.copytree(paths[0].parent, folder / f"mistakes-{name}")
-    # at once, one on each core: the solved notebook top to bottom, the untouched one
-    # through the kit's validate
-    solved_run = _nbval(kit_python, paths[0])
-    validated = subprocess.Popen(
-        [str(kit_python), "-m", "attention_course.validate", str(paths[1])],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=paths[1].parent,
-    )
-    problems = []
-    said, said_err = validated.communicate(timeout=900)
-    # then the chapter's mistakes, in-process, in two halves: one on the core validate
-    # leaves, the other on the core nbval leaves (one runner would finish alone)
-    runs = _mistake_runs(chapter)
-    halves = [runs[0::2], runs[1::2]]
-    mistakes = [_start_mistakes(kit_python, paths[0], folder, halves[0], "a")]
-    out, _ = solved_run.communicate(timeout=900)
-    mistakes.append(_start_mistakes(kit_python, paths[0], folder, halves[1], "b"))
-    if solved_run.returncode != 0 and NBVAL_TIMEOUT in out:
-        print(f"{chapter}: a cell timed out; nbval runs the notebook once more", file=sys.stderr)
-        solved_run = _nbval(kit_python, paths[0])
-        out, _ = solved_run.communicate(timeout=900)
-    if solved_run.returncode != 0:
-        problems.append(f"{chapter}: the solved notebook fails from the kit (nbval): {out[-3000:]}")
-    if validated.returncode != 1 or "Visible tests: 0 of " not in said or "NOT READY" not in said:
-        problems.append(
-            f"{chapter}: validate on the untouched notebook said: {said}{said_err[-2000:]}"
+
+    def nbval_finished(retried: bool):
+        def finish(code: int, out: str) -> list:
+            if code != 0 and NBVAL_TIMEOUT in out and not retried:
+                print(f"{chapter}: a cell timed out; nbval runs it once more", file=sys.stderr)
+                return [
+                    _Task(
+                        "nbval", lambda log: _nbval(kit_python, paths[0], log), nbval_finished(True)
+                    )
+                ]
+            if code != 0:
+                problems.append(
+                    f"{chapter}: the solved notebook fails from the kit (nbval): {out[-3000:]}"
+                )
+            return []
+
+        return finish
+
+    def validated(code: int, said: str) -> list:
+        if code != 1 or "Visible tests: 0 of " not in said or "NOT READY" not in said:
+            problems.append(f"{chapter}: validate on the untouched notebook said: {said[-3000:]}")
+        elif "Exercises not done yet" not in said:
+            problems.append(f"{chapter}: validate did not list the exercises not done: {said}")
+        return []
+
+    def mistakes(runs: list, name: str) -> _Task:
+        spec = _mistakes_spec(runs, folder / f"mistakes-{name}.json")
+        notebook = folder / f"mistakes-{name}" / paths[0].name
+
+        def finish(code: int, out: str) -> list:
+            said, unsure = _named_from_kit(chapter, runs, code, out)
+            problems.extend(said)
+            return [mistakes([[m] for m in unsure], "alone")] if unsure and name == "packs" else []
+
+        return _Task(
+            f"mistakes-{name}",
+            lambda log: subprocess.Popen(
+                [str(kit_python), str(RUNNER), "--mistakes", str(spec), str(notebook)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=folder,
+            ),
+            finish,
         )
-    elif "Exercises not done yet" not in said:
-        problems.append(f"{chapter}: validate did not list the exercises not done: {said}")
-    again = []  # the mistakes a pack did not settle: each run alone
-    for half, run in mistakes:
-        said, unsure = _named_from_kit(chapter, half, run)
-        problems += said
-        again += [[m] for m in unsure]
-    if again:
-        alone = _start_mistakes(kit_python, paths[0], folder, again, "alone")
-        problems += _named_from_kit(chapter, *alone)[0]
-    return problems
+
+    return [
+        _Task("nbval", lambda log: _nbval(kit_python, paths[0], log), nbval_finished(False)),
+        _Task(
+            "validate",
+            lambda log: subprocess.Popen(
+                [str(kit_python), "-m", "attention_course.validate", str(paths[1])],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=paths[1].parent,
+            ),
+            validated,
+        ),
+        mistakes(_mistake_runs(chapter), "packs"),
+    ]
 
 
 # A mistake the kit cannot name, although a visible test fails it: the calls that tell it
@@ -408,12 +464,9 @@ def _mistake_runs(chapter: str) -> list[list]:
     ]
 
 
-def _start_mistakes(kit_python: Path, solved: Path, folder: Path, runs: list, name: str):
-    """Start the kit's runner on ``runs`` (lists of mistakes, catalogued or not), each
-    made in (a copy of) the solved notebook, in a folder of its own (``mistakes-NAME``, a
-    copy of the solved notebook's). Returns (runs, the runner's process)."""
-    work = folder / f"mistakes-{name}"
-    spec = folder / f"mistakes-{name}.json"
+def _mistakes_spec(runs: list, spec: Path) -> Path:
+    """Write the kit's runner's SPEC for ``runs`` (lists of mistakes, catalogued or not),
+    each made in (a copy of) the solved notebook."""
     spec.write_text(
         json.dumps(
             [
@@ -425,21 +478,14 @@ def _start_mistakes(kit_python: Path, solved: Path, folder: Path, runs: list, na
             ]
         )
     )
-    process = subprocess.Popen(
-        [str(kit_python), str(RUNNER), "--mistakes", str(spec), str(work / solved.name)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=folder,
-    )
-    return runs, process
+    return spec
 
 
 def _run_name(run: list) -> str:
     return " + ".join(m.name for m in run)
 
 
-def _named_from_kit(chapter: str, runs: list, process: subprocess.Popen) -> tuple[list, list]:
+def _named_from_kit(chapter: str, runs: list, code: int, output: str) -> tuple[list, list]:
     """Each catalogued mistake, run in the kit's interpreter: one that fails a visible test
     is named there, on its own exercise's test cells and by no other name (a later test
     that builds on the exercise may fail too: in the kit it runs the student's own layer
@@ -452,10 +498,12 @@ def _named_from_kit(chapter: str, runs: list, process: subprocess.Popen) -> tupl
     each alone). One that is not named there (a later exercise's test, fed by another
     mistake's layer, fails before it can tell) runs again alone; all of the pack's do
     where a cell names a mistake whose test cell it is not."""
-    stdout, stderr = process.communicate(timeout=900)
-    if process.returncode != 0:
-        return [f"{chapter}: the mistakes' runner failed: {stderr[-2000:]}"], []
-    results = json.loads(stdout)
+    if code != 0:
+        return [f"{chapter}: the mistakes' runner failed: {output[-2000:]}"], []
+    printed = [line for line in output.splitlines() if line.startswith("{")]
+    if not printed:
+        return [f"{chapter}: the mistakes' runner printed no result: {output[-2000:]}"], []
+    results = json.loads(printed[-1])  # its one line of JSON, among what it warned
     problems, unsure = [], []
     for run in runs:
         failed = results[_run_name(run)]
@@ -484,18 +532,6 @@ def _named_from_kit(chapter: str, runs: list, process: subprocess.Popen) -> tupl
     return problems, unsure
 
 
-class _Finished:
-    """A mistakes' runner that has printed ``results``."""
-
-    returncode = 0
-
-    def __init__(self, results: dict):
-        self.results = results
-
-    def communicate(self, timeout=None):
-        return json.dumps(self.results), ""
-
-
 def test_a_pack_settles_only_the_mistakes_named_on_their_own_cells():
     chapter = "04_dot_product_attention"
     pack = next(run for run in _mistake_runs(chapter) if len(run) > 2)
@@ -503,19 +539,49 @@ def test_a_pack_settles_only_the_mistakes_named_on_their_own_cells():
     own = {m.name: sorted(m.breaks)[0] for m in pack}
     # a and b named on their own cells; c's cell fails, named as nothing
     failed = {own[a.name]: [a.name], own[b.name]: [b.name], own[c.name]: []}
-    problems, again = _named_from_kit(chapter, [pack], _Finished({_run_name(pack): failed}))
+    problems, again = _named_from_kit(chapter, [pack], 0, json.dumps({_run_name(pack): failed}))
     assert problems == [] and again == [m for m in pack if m not in (a, b)]
     # a cell that names a mistake whose test cell it is not: every mistake runs alone
     failed[own[c.name]] = [a.name]
-    assert _named_from_kit(chapter, [pack], _Finished({_run_name(pack): failed}))[1] == pack
+    assert _named_from_kit(chapter, [pack], 0, json.dumps({_run_name(pack): failed}))[1] == pack
+
+
+def test_commands_run_two_at_a_time_and_each_ones_followers_after_it(tmp_path):
+    seen = []
+
+    def task(name: str, code: int, followers=()) -> _Task:
+        def finish(returncode: int, output: str) -> list:
+            seen.append((name, returncode, output.strip()))
+            return list(followers)
+
+        command = [sys.executable, "-c", f"print({name!r}); raise SystemExit({code})"]
+        return _Task(name, lambda log: subprocess.Popen(command, stdout=log), finish)
+
+    _two_at_a_time([task("a", 0, [task("after a", 3)]), task("b", 0), task("c", 1)], tmp_path)
+    assert sorted(seen) == [("a", 0, "a"), ("after a", 3, "after a"), ("b", 0, "b"), ("c", 1, "c")]
+    names = [name for name, _, _ in seen]
+    assert names.index("a") < names.index("after a")
+
+
+@pytest.fixture(scope="module")
+def from_kits(kits, tmp_path_factory) -> dict:
+    """Chapter -> what went wrong running it from its kit (:func:`_kit_tasks`): every
+    chapter's commands, two at a time (two kernels that train at once, two threads each,
+    on two cores slow each other several-fold; more than two would)."""
+    problems = {chapter: [] for chapter in ALL_CHAPTERS}
+    folder = tmp_path_factory.mktemp("from-kits")
+    tasks = []
+    for chapter in ALL_CHAPTERS:
+        (folder / chapter).mkdir()
+        tasks += _kit_tasks(chapter, kits[chapter], folder / chapter, problems[chapter])
+    _two_at_a_time(tasks, folder)
+    return problems
 
 
 @pytest.mark.parametrize("chapter", ALL_CHAPTERS)
-def test_every_chapter_runs_from_its_kit(chapter, kits, tmp_path):
-    """A chapter from the kit through it. (One chapter at a time: two kernels that train
-    at once, two threads each, on two cores slow each other several-fold.)"""
-    problems = _run_from_kit(chapter, kits[chapter], tmp_path)
-    assert not problems, "\n".join(problems)
+def test_every_chapter_runs_from_its_kit(chapter, from_kits):
+    """A chapter from the kit through it."""
+    assert not from_kits[chapter], "\n".join(from_kits[chapter])
 
 
 def test_validate_says_ready_for_a_finished_notebook_from_the_kit(built, tmp_path):
