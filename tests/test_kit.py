@@ -566,8 +566,8 @@ def test_commands_run_two_at_a_time_and_each_ones_followers_after_it(tmp_path):
 @pytest.fixture(scope="module")
 def from_kits(kits, tmp_path_factory) -> dict:
     """Chapter -> what went wrong running it from its kit (:func:`_kit_tasks`): every
-    chapter's commands, two at a time (two kernels that train at once, two threads each,
-    on two cores slow each other several-fold; more than two would)."""
+    chapter's commands, two at a time, one a core (more kernels that train at once than
+    cores slow each other several-fold)."""
     problems = {chapter: [] for chapter in ALL_CHAPTERS}
     folder = tmp_path_factory.mktemp("from-kits")
     tasks = []
