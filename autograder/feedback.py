@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 
 import nbformat
+from jinja2 import pass_context
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
@@ -252,7 +253,8 @@ class FeedbackExporter(HTMLExporter):
 
     - the compiled templates are shared by every exporter in the process;
     - the highlighted HTML of a code cell is remembered by its source (a class hands in
-      the same test cells, and mostly the same set-up cells);
+      the same test cells, and mostly the same set-up cells), and so is the HTML of a
+      markdown cell without attachments (nor images read from files into the page);
     - instead of parsing the whole page again with BeautifulSoup to give images without
       one an ``alt`` text (and lab-template cells a ``tabindex``, which the course's
       classic-based template does not have), a pattern adds the ``alt`` text.
@@ -281,6 +283,27 @@ class FeedbackExporter(HTMLExporter):
         )
         page, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
         return IMG_WITHOUT_ALT.sub(f'<img alt="{NO_ALT_TEXT}"', page), resources
+
+    @pass_context
+    def markdown2html(self, context, source):
+        """nbconvert's markdown filter, its HTML remembered for the process where it depends
+        on the source and the exporter's settings alone (no attachments, no image read from
+        a file into the page)."""
+        cell = context.get("cell", {})
+        if not speedups.on("page-parts-once") or cell.get("attachments") or self.embed_images:
+            return super().markdown2html(context, source)
+        path = context.get("resources", {}).get("metadata", {}).get("path", "")
+        key = (source, path, self.anchor_link_text, self.exclude_anchor_links)
+        key += (repr(sorted(self.lexer_options.items())),)
+        if key not in _MARKDOWN_HTML:
+            if len(_MARKDOWN_HTML) >= _HIGHLIGHTED_MAX:
+                _MARKDOWN_HTML.clear()
+            _MARKDOWN_HTML[key] = super().markdown2html(context, source)
+        return _MARKDOWN_HTML[key]
+
+
+# A markdown cell's HTML by its source and the exporter's settings, for the life of the process.
+_MARKDOWN_HTML: dict[tuple, str] = {}
 
 
 # Highlighted HTML by (lexer, source, language), for the life of the process.

@@ -71,6 +71,7 @@ INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 IMPORTED_ON_FIRST_USE = ("torch._dynamo",)
 AHEAD = "--torch-imports-ahead"
 CACHES = "--caches-ahead"
+CHAPTER = "--chapter"  # a chapter whose kernels' shared work is done ahead (chapters-ahead)
 READY_TIMEOUT_S = 120
 
 
@@ -236,16 +237,24 @@ def _fill_caches() -> None:
         linecache.cache.pop(name, None)
 
 
-def serve(sockets: str, imports_ahead: bool = False, caches_ahead: bool = False) -> None:
+def serve(
+    sockets: str, imports_ahead: bool = False, caches_ahead: bool = False, chapters=()
+) -> None:
     """The server's loop (``python -m autograder.fork_server SOCKETS [--torch-imports-
-    ahead] [--caches-ahead]``, in the sandbox); with ``imports_ahead`` it also imports what
-    PyTorch would import on first use (``IMPORTED_ON_FIRST_USE``), with ``caches_ahead`` it
-    fills what every kernel would (:func:`_fill_caches`)."""
+    ahead] [--caches-ahead] [--chapter CH ...]``, in the sandbox); with ``imports_ahead`` it
+    also imports what PyTorch would import on first use (``IMPORTED_ON_FIRST_USE``), with
+    ``caches_ahead`` it fills what every kernel would (:func:`_fill_caches`), and for each
+    of ``chapters`` it does what each of the chapter's kernels would do alike
+    (``autograder/kernel_warmup.py``)."""
     os.environ["MPLBACKEND"] = os.environ.get("MPLBACKEND") or INLINE_BACKEND
     for name in PRELOAD + (IMPORTED_ON_FIRST_USE if imports_ahead else ()):
         __import__(name)
     if caches_ahead:
         _fill_caches()
+    if chapters:
+        from autograder.kernel_warmup import prepare
+
+        prepare(chapters)
     libc = _libc()
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     folder, children, buffer = Path(sockets), set(), b""
@@ -458,5 +467,11 @@ class ForkedKernel:
         self.send_signal(signal.SIGTERM)
 
 
+def _chapters(options: list[str]) -> list[str]:
+    """The values of ``--chapter CH`` among the server's options."""
+    return [options[i + 1] for i, o in enumerate(options[:-1]) if o == CHAPTER]
+
+
 if __name__ == "__main__":
-    serve(sys.argv[1], AHEAD in sys.argv[2:], CACHES in sys.argv[2:])
+    options = sys.argv[2:]
+    serve(sys.argv[1], AHEAD in options, CACHES in options, _chapters(options))

@@ -50,7 +50,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import nbformat
@@ -188,6 +188,7 @@ def grade(
     run = open_run(root, submissions, out, db_url, sandbox, cell_timeout, log, problems)
     check_kernel_imports(list(run.settings.hidden))
     wanted = sorted({ch for chs in found.values() for ch in chs}, key=course_order)
+    run.settings = replace(run.settings, chapters=tuple(wanted))
     started = workers_ahead(run, found, wanted, regrade, workers, scheduler)
     try:
         api = nbgrader_for(run.settings, prestart=True)  # grades job after job when workers=1

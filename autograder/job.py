@@ -37,14 +37,16 @@ _LOCKED = re.compile(r"database (table )?is locked|SQLITE_BUSY", re.IGNORECASE)
 @dataclass(frozen=True)
 class GradingSettings:
     """How every kernel of a run is set up: the OUT folder, the gradebook ``db`` (a URL),
-    the sandbox (unless ``sandbox`` is False) with the folders ``hidden`` from it, and
-    the cell timeout (None: ``nbgrader_settings.CELL_TIMEOUT_S``)."""
+    the sandbox (unless ``sandbox`` is False) with the folders ``hidden`` from it, the
+    cell timeout (None: ``nbgrader_settings.CELL_TIMEOUT_S``), and the ``chapters`` the run
+    grades (for the fork server's warm-up: ``autograder/kernel_warmup.py``)."""
 
     out: Out
     db: str
     sandbox: bool = True
     cell_timeout: int | None = None
     hidden: tuple[str, ...] = ()
+    chapters: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,9 @@ def grading_config(settings: GradingSettings, prestart: bool = False):
         autograded_directory=work / "autograded",
         feedback_directory=work / "feedback",
     )
-    config = grading_settings(config, settings.sandbox, settings.cell_timeout, settings.hidden)
+    config = grading_settings(
+        config, settings.sandbox, settings.cell_timeout, settings.hidden, settings.chapters
+    )
     config.GradingExecute.prestart = prestart and speedups.on("kernel-ahead")
     return config
 

@@ -99,10 +99,12 @@ def grading_settings(
     sandbox: bool = True,
     cell_timeout: int | None = None,
     hidden: list[str] | tuple[str, ...] = (),
+    chapters: list[str] | tuple[str, ...] = (),
 ) -> Config:
     """Add to ``c`` how ``grade`` runs a submission: in the sandbox (unless ``sandbox`` is
     False), with the folders ``hidden`` from it, and ``cell_timeout`` seconds per cell
-    (default ``CELL_TIMEOUT_S``)."""
+    (default ``CELL_TIMEOUT_S``); ``chapters``, those the run grades (their kernels' shared
+    work done ahead by the fork server)."""
     c.Autograde.autograde_preprocessors = list(AUTOGRADE_PREPROCESSORS)
     if speedups.on("metadata-schema-once"):  # the same checks, the schema checked once
         check = "autograder.metadata_check.CheckCellMetadataOnce"
@@ -123,6 +125,9 @@ def grading_settings(
     c.SandboxedKernelManager.fork_server = sandbox and speedups.on("fork-server")
     c.SandboxedKernelManager.torch_imports_ahead = speedups.on("torch-imports-ahead")
     c.SandboxedKernelManager.caches_ahead = speedups.on("caches-ahead")
+    c.SandboxedKernelManager.chapters_ahead = (
+        list(chapters) if speedups.on("chapters-ahead") else []
+    )
     if cell_timeout is not None:
         c.Execute.timeout = int(cell_timeout)
     return c

@@ -55,7 +55,7 @@ from traitlets import Bool, Integer, List, Unicode
 from attention_course.runtime import GRADING_ENV
 from autograder.cells import grade_id
 from autograder.chapters import INSTALLED_ROOT, CourseError
-from autograder.fork_server import AHEAD, CACHES, ForkedKernel, ForkServer
+from autograder.fork_server import AHEAD, CACHES, CHAPTER, ForkedKernel, ForkServer
 from autograder.kernel_imports import kernel_imports, kernel_python
 
 # Address space (RLIMIT_AS) of a grading kernel. PyTorch reserves far more virtual memory
@@ -229,6 +229,9 @@ class SandboxedKernelManager(AsyncKernelManager):
     caches_ahead = Bool(
         False, config=True, help="the fork server fills the caches every kernel would fill"
     )
+    chapters_ahead = List(
+        Unicode(), config=True, help="chapters whose kernels' shared work the server does ahead"
+    )
 
     _folder: str | None = None
     _server = None
@@ -250,10 +253,12 @@ class SandboxedKernelManager(AsyncKernelManager):
             server = [python, "-m", "autograder.fork_server", folder]
             server += [AHEAD] if self.torch_imports_ahead else []
             server += [CACHES] if self.caches_ahead else []
+            for chapter in self.chapters_ahead:
+                server += [CHAPTER, chapter]
             return sandbox_command(server, folder, hidden, memory, cpu, self.tmp_size)
 
         signature = (python, memory, cpu, self.tmp_size, tuple(hidden), environment)
-        signature += (self.torch_imports_ahead, self.caches_ahead)
+        signature += (self.torch_imports_ahead, self.caches_ahead, tuple(self.chapters_ahead))
         return ForkServer.get(command, signature)
 
     async def _async_pre_start_kernel(self, **kw):

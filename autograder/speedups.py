@@ -27,6 +27,12 @@ SWITCHES = {
         "as it starts and at its first traceback: ipykernel's debugger module (debugpy), "
         "inspect's map of module files, pygments' Python lexer (autograder/fork_server.py)"
     ),
+    "chapters-ahead": (
+        "the fork server also does, before it forks, what each kernel of the run's chapters "
+        "does alike: reads the chapter's recorded values, imports its libraries beyond "
+        "PyTorch (num2words, Babel, scikit-learn), draws chapter 01's data set and chapter "
+        "07's digits (autograder/kernel_warmup.py)"
+    ),
     "workers-ahead": (
         "the worker processes, and each one's fork server, start while the grader prepares "
         "the run (the chapters' releases, the solutions' check), not after it "
@@ -47,8 +53,8 @@ SWITCHES = {
     ),
     "page-parts-once": (
         "on the feedback pages, a code cell's highlighted HTML and a markdown cell's MathML "
-        "are made once per grading process and source, and reused for every page that "
-        "shows the same cell (autograder/feedback.py)"
+        "and HTML are made once per grading process and source, and reused for every page "
+        "that shows the same cell (autograder/feedback.py)"
     ),
 }
 

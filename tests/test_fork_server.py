@@ -65,16 +65,18 @@ async def _run(
     ahead=False,
     caches=False,
     errors: list | None = None,
+    chapters=(),
 ):
     """``code`` in a new forked kernel (or, not ``forked``, one started anew; ``ahead``:
     from a server that imported torch._dynamo; ``caches``: one that filled the kernels'
-    caches): the JSON it printed (None if it died) and the kernel's exit code (None while it
+    caches; ``chapters``: one that did those chapters' kernels' shared work): the JSON it printed (None if it died) and the kernel's exit code (None while it
     runs); the kinds of data it displayed go to ``shown``, the tracebacks of its errors to
     ``errors`` (without it, an error fails the test)."""
     config = Config()
     config.SandboxedKernelManager.fork_server = forked
     config.SandboxedKernelManager.torch_imports_ahead = ahead
     config.SandboxedKernelManager.caches_ahead = caches
+    config.SandboxedKernelManager.chapters_ahead = list(chapters)
     km = SandboxedKernelManager(kernel_name="python3", config=config)
     await km.start_kernel()
     kc = km.client()
@@ -272,3 +274,38 @@ def test_a_server_started_before_nbgraders_step_serves_its_kernels(monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "agg")  # what the server's imports read: a new server
     assert SandboxedKernelManager(config=config).fork_server_for_kernels() is not first
     ForkServer.close_current()
+
+
+# What a chapter-01 kernel finds done ahead; then it spoils it all for the next kernel.
+SPOIL_THE_WARM_UP = r"""
+import json, sys
+imported = 'num2words' in sys.modules
+from attention_course import recorded
+from attention_course.data import numbers
+found = {
+    'read_ahead': sorted(p.name for p in recorded._READ_AHEAD),
+    'number_words': numbers._tokens.cache_info().currsize,
+    'num2words': imported,
+}
+recorded._READ_AHEAD.clear()
+numbers._tokens.cache_clear()
+numbers.num2words = lambda *a, **k: 'spoiled'
+print(json.dumps(found))
+"""
+
+
+def test_a_kernel_forked_with_its_chapter_ahead_finds_its_work_done_and_cannot_spoil_it():
+    """With ``chapters-ahead`` a chapter-01 kernel starts with the chapter's recorded values
+    read, num2words imported and the data set's number words in their cache; what one
+    kernel does to them the next one does not see. Without it, nothing of it is done."""
+    require_bwrap()
+    ForkServer.close_current()
+    first, _ = run(SPOIL_THE_WARM_UP, chapters=["01_rnn_bottleneck"])
+    second, _ = run(SPOIL_THE_WARM_UP, chapters=["01_rnn_bottleneck"])
+    ForkServer.close_current()
+    plain, _ = run(SPOIL_THE_WARM_UP)
+    ForkServer.close_current()
+    assert first == second
+    assert first["read_ahead"] == ["01_rnn_bottleneck.pt"] and first["num2words"]
+    assert first["number_words"] > 3000  # the data set's numbers, in English and German
+    assert plain == {"read_ahead": [], "number_words": 0, "num2words": False}

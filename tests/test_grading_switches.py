@@ -5,6 +5,8 @@ import copy
 
 import nbformat
 import pytest
+from jinja2 import pass_context
+from nbconvert import HTMLExporter
 from nbconvert.filters.highlight import Highlight2HTML
 
 from autograder import feedback, speedups
@@ -38,16 +40,20 @@ def test_a_name_that_is_no_switch_is_an_error(without):
 
 
 def test_the_grading_configuration_follows_the_switches(without, tmp_path):
-    settings = GradingSettings(Out(tmp_path / "out"), "sqlite://", False)
+    settings = GradingSettings(Out(tmp_path / "out"), "sqlite://", False, chapters=("03_convs2s",))
     config = grading_config(settings, prestart=True)
     assert config.GradingExecute.prestart and config.Exporter.optimistic_validation
     assert config.SandboxedKernelManager.torch_imports_ahead
     assert config.SandboxedKernelManager.caches_ahead
-    without("kernel-ahead", "validate-once", "torch-imports-ahead", "caches-ahead")
+    assert config.SandboxedKernelManager.chapters_ahead == ["03_convs2s"]
+    without(
+        "kernel-ahead", "validate-once", "torch-imports-ahead", "caches-ahead", "chapters-ahead"
+    )
     config = grading_config(settings, prestart=True)
     assert not config.GradingExecute.prestart and not config.Exporter.optimistic_validation
     assert not config.SandboxedKernelManager.torch_imports_ahead
     assert not config.SandboxedKernelManager.caches_ahead
+    assert config.SandboxedKernelManager.chapters_ahead == []
     assert not grading_config(settings, prestart=False).GradingExecute.prestart
 
 
@@ -162,3 +168,30 @@ def test_the_workers_start_ahead_only_with_the_switch_and_more_than_one_worker(
     without("workers-ahead")
     grade.workers_ahead(run, {}, [], False, 2, None)
     assert started == [2, 3]
+
+
+def test_a_markdown_cells_html_is_the_same_remembered_or_made(root, without, monkeypatch):
+    """The feedback page, its markdown cells' HTML remembered by source, is the page made
+    anew; a cell with attachments is made anew every time."""
+    nb = nbformat.read(solution_path(root, "04_dot_product_attention"), as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "markdown"]
+    cells[0].attachments = {"a.png": {"image/png": "iVBORw0KGgo="}}
+    made = []
+    real = HTMLExporter.markdown2html
+    monkeypatch.setattr(
+        HTMLExporter,
+        "markdown2html",
+        pass_context(
+            lambda self, context, source: made.append(source) or real(self, context, source)
+        ),
+    )
+
+    def page():
+        return feedback.FeedbackExporter().from_notebook_node(copy.deepcopy(nb))[0]
+
+    remembered, again = page(), page()
+    assert remembered == again and "<h2" in remembered
+    assert made.count(cells[0].source) == 2 and made.count(cells[1].source) == 1
+    without("page-parts-once")
+    assert page() == remembered
+    assert made.count(cells[1].source) == 2
