@@ -4,6 +4,8 @@ it forks them (the switch ``chapters-ahead``).
 A grading run names its chapters to each worker's fork server (``autograder/fork_server.py``,
 ``--chapter``). Before its first fork, the server, for each of them (:func:`prepare`):
 
+- looks up the instructor's side of the course kit (the reference and the diagnosis of
+  known mistakes, through their entry points: 25 ms each a kernel), once for all chapters;
 - reads the chapter's recorded values (``attention_course/data/recorded/<chapter>.pt``,
   which the set-up cell loads: 0.1-0.4 s a kernel);
 - imports the libraries its cells import beyond PyTorch (:data:`IMPORTS`): num2words and
@@ -63,9 +65,12 @@ def prepare(chapters) -> None:
     """Read, import and compute ahead what the kernels of ``chapters`` share (see the
     module's docstring); a :class:`WarmupError` if that imported a module of
     :data:`KERNEL_ONLY`."""
-    from attention_course.recorded import read_ahead
+    from attention_course.recorded import instructor_entry, read_ahead
 
     before = {name for name in KERNEL_ONLY if name in sys.modules}
+    if chapters:
+        instructor_entry("reference")
+        instructor_entry("diagnosis")
     for chapter in chapters:
         read_ahead(chapter)
         for name in IMPORTS.get(chapter, ()):

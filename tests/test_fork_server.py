@@ -286,8 +286,10 @@ found = {
     'read_ahead': sorted(p.name for p in recorded._READ_AHEAD),
     'number_words': numbers._tokens.cache_info().currsize,
     'num2words': imported,
+    'entry_points': recorded.instructor_entry.cache_info().currsize,
 }
 recorded._READ_AHEAD.clear()
+recorded.instructor_entry.cache_clear()
 numbers._tokens.cache_clear()
 numbers.num2words = lambda *a, **k: 'spoiled'
 print(json.dumps(found))
@@ -296,7 +298,8 @@ print(json.dumps(found))
 
 def test_a_kernel_forked_with_its_chapter_ahead_finds_its_work_done_and_cannot_spoil_it():
     """With ``chapters-ahead`` a chapter-01 kernel starts with the chapter's recorded values
-    read, num2words imported and the data set's number words in their cache; what one
+    read, the instructor's entry points looked up, num2words imported and the data set's
+    number words in their cache; what one
     kernel does to them the next one does not see. Without it, nothing of it is done."""
     require_bwrap()
     ForkServer.close_current()
@@ -308,4 +311,5 @@ def test_a_kernel_forked_with_its_chapter_ahead_finds_its_work_done_and_cannot_s
     assert first == second
     assert first["read_ahead"] == ["01_rnn_bottleneck.pt"] and first["num2words"]
     assert first["number_words"] > 3000  # the data set's numbers, in English and German
-    assert plain == {"read_ahead": [], "number_words": 0, "num2words": False}
+    assert first["entry_points"] == 2  # the reference and the diagnosis, looked up
+    assert plain == {"read_ahead": [], "number_words": 0, "num2words": False, "entry_points": 0}
