@@ -63,20 +63,22 @@ class WarmupError(RuntimeError):
 
 def prepare(chapters) -> None:
     """Read, import and compute ahead what the kernels of ``chapters`` share (see the
-    module's docstring); a :class:`WarmupError` if that imported a module of
-    :data:`KERNEL_ONLY`."""
+    module's docstring); a step that fails is left to the kernels (which then fail there
+    themselves, in a cell whose error the student sees); a :class:`WarmupError` if that
+    imported a module of :data:`KERNEL_ONLY`."""
     from attention_course.recorded import instructor_entry, read_ahead
 
     before = {name for name in KERNEL_ONLY if name in sys.modules}
-    if chapters:
-        instructor_entry("reference")
-        instructor_entry("diagnosis")
+    steps = [lambda: instructor_entry("reference"), lambda: instructor_entry("diagnosis")]
     for chapter in chapters:
-        read_ahead(chapter)
-        for name in IMPORTS.get(chapter, ()):
-            importlib.import_module(name)
-        if chapter in DATA:
-            DATA[chapter]()
+        steps.append(lambda chapter=chapter: read_ahead(chapter))
+        steps += [lambda n=name: importlib.import_module(n) for name in IMPORTS.get(chapter, ())]
+        steps += [DATA[chapter]] if chapter in DATA else []
+    for step in steps if chapters else ():
+        try:
+            step()
+        except Exception:  # only time is lost: each kernel does it itself, and says what failed
+            pass
     imported = sorted(name for name in KERNEL_ONLY if name in sys.modules and name not in before)
     if imported:
         raise WarmupError(

@@ -12,12 +12,16 @@ by hand there keeps that score. Every flag, accepted or not, is listed in
 """
 
 import dataclasses
+import hashlib
+import json
 from pathlib import Path
 
 import nbformat
 
+from attention_course import scan
 from autograder.cells import tests_of_exercises
 from autograder.chapters import solution_path
+from autograder.files import write_atomically
 from autograder.outfolder import (
     ACCEPTED_CSV,
     BY_HAND,
@@ -31,6 +35,9 @@ from autograder.outfolder import (
 from autograder.scan import scan_notebook
 
 FLAGGED = "flagged for review: "  # the status of a withheld test cell, before the flag
+# Each graded submission's flags, by what they depend on (:meth:`_Scanner.flags`): every run
+# settles the flags of every submission in OUT, and most of them have not changed since.
+SCANNED = "scanned.json"
 
 
 def withhold_flagged(
@@ -67,6 +74,7 @@ def withhold_flagged(
                     f"(python -m autograder review {out.folder})"
                 )
     write_flagged(out / FLAGGED_CSV, listed)
+    scanner.save()
     return [
         r
         if (why := withheld.get((r.student, r.chapter, r.cell))) is None
@@ -76,15 +84,53 @@ def withhold_flagged(
 
 
 class _Scanner:
-    """The flags of a run's submissions, each chapter's notebooks read once."""
+    """The flags of a run's submissions, each chapter's notebooks read once, and each
+    submission scanned again only where it, its chapter's release or solution, or the scan's
+    rules changed since it was last scanned (``OUT/scanned.json``)."""
 
     def __init__(self, root: Path, out: Out):
         self.root, self.out = root, out
         self.released: dict[str, object] = {}  # chapter -> its release: the instructor's cells
         self.solutions: dict[str, object] = {}  # chapter -> its solution: the cells as graded
         self.exercises: dict[str, dict[str, list[str]]] = {}
+        self.hashes: dict[Path, str] = {}
+        try:
+            self.before = json.loads((out / SCANNED).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            self.before = {}
+        self.now: dict[str, list[dict]] = {}
+
+    def _hash(self, path: Path) -> str:
+        if path not in self.hashes:
+            self.hashes[path] = hashlib.sha256(
+                path.read_bytes() if path.is_file() else b""
+            ).hexdigest()
+        return self.hashes[path]
 
     def flags(self, student: str, chapter: str) -> list:
+        parts = (
+            self.out.submitted(student, chapter),
+            self.out.released(chapter),
+            solution_path(self.root, chapter),
+            Path(scan.__file__),
+        )
+        key = hashlib.sha256((chapter + "".join(self._hash(p) for p in parts)).encode()).hexdigest()
+        if isinstance(self.before.get(key), list):
+            try:
+                found = [scan.Flag(**flag) for flag in self.before[key]]
+                self.now[key] = self.before[key]
+                return found
+            except TypeError:
+                pass  # written by another version of the scan: scan again
+        found = self._scan(student, chapter)
+        self.now[key] = [dataclasses.asdict(flag) for flag in found]
+        return found
+
+    def save(self) -> None:
+        """Keep the flags of this run's submissions for the next run."""
+        write_atomically(self.out / SCANNED, json.dumps(self.now, sort_keys=True))
+
+    def _scan(self, student: str, chapter: str) -> list:
         if chapter not in self.released:
             release = self.out.released(chapter)
             self.released[chapter] = (

@@ -74,7 +74,7 @@ def test_remembered_highlighting_is_the_highlighting_of_every_cell(root):
 
 
 def test_the_benchmark_gives_each_switchs_share_and_says_when_scores_differ():
-    from benchmarks.course_grading import markdown
+    from benchmarks.course_grading import ALL_ON, markdown
 
     run = {"chapter": "04_dot_product_attention", "students": 10, "wall_s": 30.0,
            "fixed_s": 5.0, "job_s": 2.0, "graded_cells_s": 0.5, "per_submission_s": 1.0,
@@ -87,6 +87,10 @@ def test_the_benchmark_gives_each_switchs_share_and_says_when_scores_differ():
     assert "| 04_dot_product_attention | 30 (2.00) | 40 (2.50): +25 %" in table
     assert table.count("scores differ") == 1
     assert all(f"`{name}`" in table for name in speedups.SWITCHES)
+    # with a run of its own with all on, in a fresh folder as the others, the share is its
+    run["without"][ALL_ON] = {"wall_s": 20.0, "job_s": 1.5, "same_scores": True}
+    table = markdown([run], "python -m benchmarks.course_grading --switches")
+    assert "| 04_dot_product_attention | 20 (1.50) | 40 (2.50): +50 %" in table
 
 
 def test_the_sanitizing_steps_are_nbgraders_own():

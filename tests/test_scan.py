@@ -9,7 +9,7 @@ import pytest
 from bwrap import grade_options
 
 from autograder.chapters import ALL_CHAPTERS, release_path, solution_path
-from autograder.scan import FORBIDDEN, scan_cell, scan_notebook
+from autograder.scan import FORBIDDEN, Flag, scan_cell, scan_notebook
 from autograder.submissions import solved_notebook
 
 CH04 = "04_dot_product_attention"
@@ -387,3 +387,41 @@ def test_a_name_only_a_hidden_test_binds_is_followed_as_when_graded(root):
     solution = nbformat.read(solution_path(root, CH04), as_version=4)
     flags = scan_notebook(nb, CH04, released, solution)
     assert [(f.cell, f.rule) for f in flags] == [("padding_mask", "reference")]
+
+
+def test_a_submission_is_scanned_again_only_when_it_or_what_its_flags_depend_on_changed(
+    root, tmp_path, monkeypatch
+):
+    """``OUT/scanned.json`` keeps each graded submission's flags: the next run scans a
+    submission again only where the notebook, the chapter's release or the scan's rules
+    changed."""
+    from autograder import review
+    from autograder.outfolder import Out
+
+    chapter = "04_dot_product_attention"
+    out = Out(tmp_path / "out")
+    for path in (out.submitted("ada", chapter), out.released(chapter)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(solution_path(root, chapter).read_text(encoding="utf-8"))
+    scanned = []
+    flag = Flag("attention", 3, "files", "writes a file")
+    monkeypatch.setattr(review, "scan_notebook", lambda nb, *a: scanned.append(nb) or [flag])
+
+    def flags():
+        scanner = review._Scanner(root, out)
+        found = scanner.flags("ada", chapter)
+        scanner.save()
+        return found
+
+    assert flags() == [flag] and len(scanned) == 1
+    assert flags() == [flag] and len(scanned) == 1  # remembered
+    out.submitted("ada", chapter).write_text(
+        out.submitted("ada", chapter).read_text(encoding="utf-8").replace("Chapter", "chapter")
+    )
+    assert flags() == [flag] and len(scanned) == 2  # the notebook changed
+    assert flags() == [flag] and len(scanned) == 2
+    with out.released(chapter).open("a") as released:
+        released.write("\n")
+    assert flags() == [flag] and len(scanned) == 3  # the release changed
+    (out.folder / review.SCANNED).write_text("not JSON")
+    assert flags() == [flag] and len(scanned) == 4  # an unreadable record: scanned again
