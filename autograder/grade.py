@@ -188,7 +188,7 @@ def grade(
     run = open_run(root, submissions, out, db_url, sandbox, cell_timeout, log, problems)
     check_kernel_imports(list(run.settings.hidden))
     wanted = sorted({ch for chs in found.values() for ch in chs}, key=course_order)
-    run.settings = replace(run.settings, chapters=tuple(wanted))
+    run.settings = replace(run.settings, chapters=_worth_warming(found, wanted, workers))
     started = workers_ahead(run, found, wanted, regrade, workers, scheduler)
     try:
         api = nbgrader_for(run.settings, prestart=True)  # grades job after job when workers=1
@@ -207,6 +207,14 @@ def grade(
     report = GradeReport(rows, run.problems, seconds, workers, len(plan.jobs), plan.up_to_date)
     report.environment = broken
     return report
+
+
+def _worth_warming(found: dict, chapters: list[str], workers: int) -> tuple[str, ...]:
+    """The chapters whose kernels' shared work each fork server does ahead
+    (``autograder/kernel_warmup.py``): those with at least two submissions a worker, since
+    the warm-up costs a server about what it saves one kernel."""
+    count = {ch: sum(ch in paths for paths in found.values()) for ch in chapters}
+    return tuple(ch for ch in chapters if count[ch] >= 2 * workers)
 
 
 def _check_options(workers: int | None, cell_timeout: int | None) -> int:

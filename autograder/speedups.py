@@ -29,7 +29,7 @@ SWITCHES = {
     ),
     "chapters-ahead": (
         "the fork server also does, before it forks, what each kernel of the run's chapters "
-        "does alike: reads the chapter's recorded values, imports its libraries beyond "
+        "(those with two submissions a worker or more) does alike: reads the chapter's recorded values, imports its libraries beyond "
         "PyTorch (num2words, Babel, scikit-learn), draws chapter 01's data set and chapter "
         "07's digits (autograder/kernel_warmup.py)"
     ),
