@@ -22,6 +22,9 @@ Output::
                              (score ``not graded`` counts the submissions that were not graded)
     OUT/report/mistakes.csv  one row per chapter and diagnosed mistake: how many students, who
     OUT/report/times.csv     one row per graded submission, slowest first: seconds to grade it
+    OUT/report/plots.json    each plot of the page as a PNG, under a digest of what it draws and
+                             of this module: a report written again draws only the plots whose
+                             numbers changed (:class:`Plots`)
 
 A test cell belongs to the exercise whose solution cell comes before it in the notebook.
 A diagnosed mistake is a tag ``[known mistake: NAME]`` in the error message of a failed test
@@ -33,7 +36,10 @@ the exercise's test cells named it; a tag the catalogue does not know is counted
 import base64
 import csv
 import functools
+import hashlib
 import io
+import json
+import os
 import re
 import statistics
 from collections import Counter
@@ -391,8 +397,59 @@ def write_report(out: Path, root: Path | None = None) -> Report:
     folder = report.out / REPORT
     folder.mkdir(parents=True, exist_ok=True)
     _write_csvs(report, folder)
-    report.html.write_text(_page(report), encoding="utf-8")
+    plots = Plots(folder / PLOTS)
+    report.html.write_text(_page(report, plots), encoding="utf-8")
+    plots.save()
     return report
+
+
+PLOTS = "plots.json"
+
+
+class Plots:
+    """The page's plots, remembered in ``OUT/report/plots.json``: each PNG under a digest of
+    the numbers it draws (``data``, all that its drawing function reads), of the function's
+    name and of this module's source and matplotlib's version. Grading writes the report
+    again after every run, for every chapter graded into OUT: matplotlib took about 0.6 s a
+    plot, more than half of a run with nothing to grade once ten chapters were there. Now
+    only the plots whose numbers changed are drawn; the others are read back. The file
+    keeps the plots of the last page written only; one that cannot be read is drawn anew."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            kept = {}
+        self.kept = kept if isinstance(kept, dict) else {}
+        self.used: dict[str, str] = {}
+        self.drawn = 0  # how many this page drew (the others were read back)
+
+    def png(self, draw, data) -> str:
+        """The base64 PNG of ``draw(data)`` (a matplotlib Figure), drawn or read back."""
+        key = hashlib.sha256(json.dumps([draw.__name__, _code(), data]).encode()).hexdigest()
+        if key not in self.used:
+            kept = self.kept.get(key)
+            if not isinstance(kept, str):
+                kept = _png(draw(data))
+                self.drawn += 1
+            self.used[key] = kept
+        return self.used[key]
+
+    def save(self) -> None:
+        """Write the plots of this page (and no others), atomically."""
+        part = self.path.with_name(self.path.name + ".part")
+        part.write_text(json.dumps(self.used), encoding="utf-8")
+        os.replace(part, self.path)
+
+
+@functools.cache
+def _code() -> str:
+    """What a remembered plot depends on beside its numbers: this module (its drawing
+    functions) and matplotlib."""
+    import matplotlib
+
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest() + matplotlib.__version__
 
 
 def _number(x: float) -> str:
@@ -457,7 +514,24 @@ def _png(fig) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _scores_plot(ch: ChapterReport) -> str:
+def _scores_data(ch: ChapterReport) -> dict:
+    """What :func:`_scores_figure` draws of a chapter: per test cell its label, its points,
+    the submissions not graded and how many got each score."""
+    return {
+        "chapter": ch.chapter,
+        "cells": [
+            {
+                "label": c.cell if c.cell == c.exercise else f"{c.exercise} · {c.cell}",
+                "max_points": c.max_points,
+                "not_graded": c.not_graded,
+                "scores": sorted(c.scores.items()),
+            }
+            for c in ch.cells
+        ],
+    }
+
+
+def _scores_figure(data: dict):
     """One horizontal bar per test cell, split by score: red (zero) to green (full marks),
     grey for the submissions that were not graded."""
     from matplotlib import colormaps
@@ -467,23 +541,24 @@ def _scores_plot(ch: ChapterReport) -> str:
     from matplotlib.patches import Patch
 
     cmap = colormaps["RdYlGn"]
-    fig = Figure(figsize=(8, 0.5 * len(ch.cells) + 1.2))
+    cells = data["cells"]
+    fig = Figure(figsize=(8, 0.5 * len(cells) + 1.2))
     ax = fig.add_subplot()
     labels = []
-    for y, c in enumerate(ch.cells):
-        labels.append(c.cell if c.cell == c.exercise else f"{c.exercise} · {c.cell}")
-        left = 0
-        segments = [(NOT_GRADED, c.not_graded)] + sorted(c.scores.items())
+    for y, c in enumerate(cells):
+        labels.append(c["label"])
+        left, max_points = 0, c["max_points"]
+        segments = [(NOT_GRADED, c["not_graded"])] + [tuple(s) for s in c["scores"]]
         for points, n in segments:
             if not n:
                 continue
             if points == NOT_GRADED:
                 color = "0.75"
             else:
-                color = cmap(points / c.max_points if c.max_points else 1.0)
+                color = cmap(points / max_points if max_points else 1.0)
             ax.barh(y, n, left=left, color=color, edgecolor="white")
             text = str(n) if points == NOT_GRADED else f"{_number(points)} pts: {n}"
-            dark = points != NOT_GRADED and not 0.2 < points / (c.max_points or 1) < 0.8
+            dark = points != NOT_GRADED and not 0.2 < points / (max_points or 1) < 0.8
             ax.text(
                 left + n / 2,
                 y,
@@ -500,7 +575,7 @@ def _scores_plot(ch: ChapterReport) -> str:
     ax.xaxis.get_major_locator().set_params(integer=True)
     bar = fig.colorbar(ScalarMappable(Normalize(0, 1), cmap), ax=ax, pad=0.02)
     bar.set_label("score / the cell's points")
-    if any(c.not_graded for c in ch.cells):
+    if any(c["not_graded"] for c in cells):
         ax.legend(
             handles=[Patch(color="0.75", label=NOT_GRADED)],
             loc="upper right",
@@ -508,48 +583,66 @@ def _scores_plot(ch: ChapterReport) -> str:
             fontsize=8,
             frameon=False,
         )
-    ax.set_title(f"{ch.chapter}: scores per test cell")
-    return _png(fig)
+    ax.set_title(f"{data['chapter']}: scores per test cell")
+    return fig
 
 
-def _mistakes_plot(ch: ChapterReport) -> str:
+def _mistakes_data(ch: ChapterReport) -> dict:
+    """What :func:`_mistakes_figure` draws of a chapter: each diagnosed mistake's label,
+    whether the catalogue knows it and how many students it named, fewest first."""
+    shown = sorted(ch.mistakes, key=lambda m: len(m.students))
+    return {
+        "chapter": ch.chapter,
+        "mistakes": [[f"{m.exercise}: {m.name}", bool(m.says), len(m.students)] for m in shown],
+    }
+
+
+def _mistakes_figure(data: dict):
     from matplotlib.figure import Figure
 
-    shown = sorted(ch.mistakes, key=lambda m: len(m.students))
+    shown = data["mistakes"]
     fig = Figure(figsize=(8, 0.4 * len(shown) + 1.2))
     ax = fig.add_subplot()
     y = range(len(shown))
-    counts = [len(m.students) for m in shown]
-    ax.barh(y, counts, color=["#c0504d" if m.says else "0.6" for m in shown])
+    counts = [n for _, _, n in shown]
+    ax.barh(y, counts, color=["#c0504d" if known else "0.6" for _, known, _ in shown])
     for i, n in zip(y, counts, strict=True):
         ax.text(n, i, f" {n}", va="center", fontsize=8)
-    ax.set_yticks(list(y), [f"{m.exercise}: {m.name}" for m in shown])
+    ax.set_yticks(list(y), [label for label, _, _ in shown])
     ax.set_xlabel("students whose failure named the mistake")
     ax.set_xlim(0, max(counts) * 1.1 + 0.5)
     ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.set_title(f"{ch.chapter}: known mistakes diagnosed")
-    return _png(fig)
+    ax.set_title(f"{data['chapter']}: known mistakes diagnosed")
+    return fig
 
 
-def _times_plot(report: Report) -> str:
+def _times_data(report: Report) -> list:
+    """What :func:`_times_figure` draws: each of the slowest submissions' label, seconds,
+    whether it was graded, and its chapter's median time."""
+    medians = _chapter_medians(report)
+    return [
+        [f"{t.student} · {t.chapter}", t.seconds, t.status == "graded", medians[t.chapter]]
+        for t in report.slowest
+    ]
+
+
+def _times_figure(shown: list):
     """The slowest submissions as horizontal bars (red: not graded), and a dashed line at
     the median time of its chapter for each, so an outlier stands out."""
     from matplotlib.figure import Figure
 
-    shown = report.slowest
-    medians = _chapter_medians(report)
     fig = Figure(figsize=(8, 0.35 * len(shown) + 1.3))
     ax = fig.add_subplot()
-    for y, t in enumerate(shown):
-        ax.barh(y, t.seconds, color="#4f81bd" if t.status == "graded" else "#c0504d")
-        ax.plot([medians[t.chapter]] * 2, [y - 0.4, y + 0.4], color="black", ls="--", lw=1)
-        ax.text(t.seconds, y, f" {t.seconds:.1f} s", va="center", fontsize=8)
-    ax.set_yticks(range(len(shown)), [f"{t.student} · {t.chapter}" for t in shown])
+    for y, (_, seconds, graded, median) in enumerate(shown):
+        ax.barh(y, seconds, color="#4f81bd" if graded else "#c0504d")
+        ax.plot([median] * 2, [y - 0.4, y + 0.4], color="black", ls="--", lw=1)
+        ax.text(seconds, y, f" {seconds:.1f} s", va="center", fontsize=8)
+    ax.set_yticks(range(len(shown)), [label for label, _, _, _ in shown])
     ax.invert_yaxis()
-    ax.set_xlim(0, max(max(t.seconds for t in shown) * 1.15, 1.0))
+    ax.set_xlim(0, max(max(seconds for _, seconds, _, _ in shown) * 1.15, 1.0))
     ax.set_xlabel("seconds to grade (dashed: the chapter's median)")
     ax.set_title("the slowest submissions")
-    return _png(fig)
+    return fig
 
 
 def _chapter_medians(report: Report) -> dict[str, float]:
@@ -559,17 +652,17 @@ def _chapter_medians(report: Report) -> dict[str, float]:
     return {ch: statistics.median(s) for ch, s in by_chapter.items()}
 
 
-def _page(report: Report) -> str:
+def _page(report: Report, plots: Plots) -> str:
     """``index.html``: the template ``templates/report/index.html.j2`` given what it shows."""
     return _template().render(
         report=report,
         submissions=sum(ch.students for ch in report.chapters),
-        chapters=[_chapter_page(ch) for ch in report.chapters],
-        times=_times_page(report),
+        chapters=[_chapter_page(ch, plots) for ch in report.chapters],
+        times=_times_page(report, plots),
     )
 
 
-def _chapter_page(ch: ChapterReport) -> dict:
+def _chapter_page(ch: ChapterReport, plots: Plots) -> dict:
     """What the page shows of one chapter, beside its ChapterReport: how many of the mistakes
     diagnosed the catalogue knows, and the plots ("" when there is nothing to plot)."""
     known = sum(1 for m in ch.mistakes if m.says)
@@ -577,12 +670,12 @@ def _chapter_page(ch: ChapterReport) -> dict:
         "ch": ch,
         "known": known,
         "unknown": len(ch.mistakes) - known,
-        "scores_png": _scores_plot(ch) if ch.cells else "",
-        "mistakes_png": _mistakes_plot(ch) if ch.mistakes else "",
+        "scores_png": plots.png(_scores_figure, _scores_data(ch)) if ch.cells else "",
+        "mistakes_png": plots.png(_mistakes_figure, _mistakes_data(ch)) if ch.mistakes else "",
     }
 
 
-def _times_page(report: Report) -> dict:
+def _times_page(report: Report, plots: Plots) -> dict:
     """What the page shows of the grading times: the medians per chapter in course order, and
     each of the slowest submissions with its time over its chapter's median (None when that
     median is 0)."""
@@ -596,7 +689,7 @@ def _times_page(report: Report) -> dict:
             (t, t.seconds / medians[t.chapter] if medians[t.chapter] else None)
             for t in report.slowest
         ],
-        "png": _times_plot(report),
+        "png": plots.png(_times_figure, _times_data(report)),
     }
 
 

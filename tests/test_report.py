@@ -318,3 +318,48 @@ def test_report_lists_what_was_graded_by_hand_and_the_flags_it_reviewed(graded):
     )
     assert "reviewed: line 4: calls F.softmax" in section
     assert f'id="{OTHER}-by-hand"' not in page  # nothing graded by hand there
+
+
+def _drawing(monkeypatch) -> list:
+    """The plots the report draws from now on (each a matplotlib figure)."""
+    from autograder import report
+
+    drawn, png = [], report._png
+    monkeypatch.setattr(report, "_png", lambda fig: drawn.append(fig) or png(fig))
+    return drawn
+
+
+def test_a_report_written_again_draws_only_the_plots_whose_numbers_changed(graded, monkeypatch):
+    from autograder.outfolder import read_csv
+
+    drawn = _drawing(monkeypatch)
+    page, plots = graded / "report" / "index.html", graded / "report" / "plots.json"
+    assert main(["report", str(graded)]) == 0
+    first = page.read_text(encoding="utf-8")
+    titles = [fig.axes[0].get_title() for fig in drawn]
+    # each chapter's scores, the mistakes diagnosed in one, the slowest submissions
+    assert sorted(titles) == sorted(
+        [f"{CHAPTER}: scores per test cell", f"{OTHER}: scores per test cell"]
+        + [f"{CHAPTER}: known mistakes diagnosed", "the slowest submissions"]
+    )
+    assert len(json.loads(plots.read_text())) == len(titles)
+
+    drawn.clear()
+    assert main(["report", str(graded)]) == 0
+    assert drawn == [] and page.read_text(encoding="utf-8") == first
+
+    # bob's score on one test cell changes: that chapter's scores plot alone is drawn again
+    rows = read_csv(graded / "grades.csv")
+    bob = next(r for r in rows if r.student == "bob" and r.chapter == CHAPTER)
+    bob.points = bob.max_points if bob.points != bob.max_points else 0.0
+    write_csv(rows, graded / "grades.csv")
+    assert main(["report", str(graded)]) == 0
+    assert [fig.axes[0].get_title() for fig in drawn] == [f"{CHAPTER}: scores per test cell"]
+    assert page.read_text(encoding="utf-8") != first
+    assert len(json.loads(plots.read_text())) == len(titles)  # the old plot is not kept
+
+    # a file that cannot be read: every plot drawn again, as at first
+    drawn.clear()
+    plots.write_text("{", encoding="utf-8")
+    assert main(["report", str(graded)]) == 0
+    assert len(drawn) == len(titles)
