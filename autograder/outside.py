@@ -353,6 +353,7 @@ class OutsideCheck:
     def __init__(self, root: Path, out: Path, config, log=print):
         self.root, self.out, self.config, self.log = Path(root), Out(Path(out)), config, log
         self.keys: dict[tuple[str, str], dict] = {}  # (chapter, solution SHA-256) -> key
+        self._current: dict[str, str | None] = {}  # chapter -> its solution's SHA-256
 
     def prepare(self, chapters: list[str]) -> None:
         """Make (or read from the cache) the key of each chapter's current solution."""
@@ -363,7 +364,9 @@ class OutsideCheck:
         """The key of ``chapter``'s solution notebook (by default the current one; another
         only from the cache, None when it is not there)."""
         path = solution_path(self.root, chapter)
-        current = file_hash(path) if path.is_file() else None
+        if chapter not in self._current:  # hashed once a run, not once a submission
+            self._current[chapter] = file_hash(path) if path.is_file() else None
+        current = self._current[chapter]
         solution_sha256 = solution_sha256 or current
         if solution_sha256 is None:
             return None
