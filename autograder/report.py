@@ -432,7 +432,6 @@ class Plots:
             kept = {}
         self.kept = kept if isinstance(kept, dict) else {}
         self.used: dict[str, str] = {}
-        self.drawn = 0  # how many this page drew (the others were read back)
 
     def png(self, draw, data) -> str:
         """The base64 PNG of ``draw(data)`` (a matplotlib Figure), drawn or read back."""
@@ -441,7 +440,6 @@ class Plots:
             kept = self.kept.get(key)
             if not isinstance(kept, str):
                 kept = _png(draw(data))
-                self.drawn += 1
             self.used[key] = kept
         return self.used[key]
 
