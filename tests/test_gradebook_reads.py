@@ -7,6 +7,9 @@ import pytest
 from autograder import gradebook
 from autograder.nbgrader_settings import COURSE_ID
 
+# nbgrader's add_submission warns, from SQLAlchemy's autoflush, as it builds a submission
+pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
+
 CHAPTERS = ("01_rnn_bottleneck", "04_dot_product_attention")
 CELLS = ("encoder", "test_encoder", "test_decoder")  # a solution cell, then two test cells
 
