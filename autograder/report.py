@@ -39,7 +39,6 @@ import functools
 import hashlib
 import io
 import json
-import os
 import re
 import statistics
 from collections import Counter
@@ -50,6 +49,7 @@ import nbformat
 
 from autograder.cells import exercise_of_tests, grade_id, is_graded
 from autograder.chapters import CourseError, course_order, solution_path
+from autograder.files import write_atomically
 from autograder.outfolder import (
     BY_HAND_CSV,
     CELLS_CSV,
@@ -445,9 +445,7 @@ class Plots:
 
     def save(self) -> None:
         """Write the plots of this page (and no others), atomically."""
-        part = self.path.with_name(self.path.name + ".part")
-        part.write_text(json.dumps(self.used), encoding="utf-8")
-        os.replace(part, self.path)
+        write_atomically(self.path, json.dumps(self.used))
 
 
 @functools.cache
