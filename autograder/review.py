@@ -21,7 +21,7 @@ import nbformat
 from attention_course import scan
 from autograder.cells import tests_of_exercises
 from autograder.chapters import solution_path
-from autograder.files import write_atomically
+from autograder.files import file_hash, write_atomically
 from autograder.outfolder import (
     ACCEPTED_CSV,
     BY_HAND,
@@ -102,9 +102,7 @@ class _Scanner:
 
     def _hash(self, path: Path) -> str:
         if path not in self.hashes:
-            self.hashes[path] = hashlib.sha256(
-                path.read_bytes() if path.is_file() else b""
-            ).hexdigest()
+            self.hashes[path] = file_hash(path) if path.is_file() else "missing"
         return self.hashes[path]
 
     def flags(self, student: str, chapter: str) -> list:
