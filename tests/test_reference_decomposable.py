@@ -3,8 +3,6 @@ baseline and the fact-reordering pairs they are trained on: shapes, padding, the
 attention rows, the model's blindness to order, the parameter counts, the labels of the
 generator and a short training run."""
 
-import time
-
 import pytest
 import torch
 
@@ -135,9 +133,7 @@ def test_parameter_counts_match_the_modules(widths):
 
 @pytest.mark.parametrize("negatives", [("replace",), ("swap",), ("replace", "swap")])
 def test_the_generator_labels_are_right(negatives):
-    start = time.perf_counter()
     pairs = fact_pairs(2000, seed=1, negatives=negatives)
-    assert time.perf_counter() - start < 2.0  # about 0.2 s on an idle core
     assert sum(label for _, _, label in pairs) == 1000  # balanced
     for a, b, label in pairs:
         assert 3 <= len(facts_of(a)) <= 6 and len(a) == len(b)
