@@ -25,6 +25,7 @@ need to pair each key with the value after it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -145,6 +146,16 @@ def train_recall(model: RecallModel, num_pairs: int, *, num_queries: int | None 
         return associative_recall(batch, num_pairs, q, generator, cfg.num_keys, cfg.num_values)
 
     return train_on_samples(model, sample, recall_loss, **{"batch_size": 64, **options})
+
+
+# A run whose training loss ends above this share of the loss of guessing (ln num_values)
+# has not learned the task (benchmarks/since_2023.py trains it again; the page says so).
+STUCK = 0.25
+
+
+def stuck_loss(cfg: RecallConfig) -> float:
+    """The training loss above which a run has not learned the task: STUCK ln(num_values)."""
+    return STUCK * math.log(cfg.num_values)
 
 
 def state_numbers(cfg: RecallConfig, context: int) -> int:
