@@ -2,7 +2,7 @@
 plain nbgrader (issue 29).
 
     .venv/bin/python -m benchmarks.course_grading [--students 30] [--chapter CH ...]
-        [--plain-students N] [--switches [CH ...]] [--write]
+        [--plain-students N] [--switches [CH ...]] [--measure-class 100] [--write]
 
 The class: ``--students`` students, each handing in every chapter; a chapter's
 submissions are its solution and each of its catalogued mistakes in turn
@@ -10,13 +10,17 @@ submissions are its solution and each of its catalogued mistakes in turn
 
 - the course's grader: ``python -m autograder grade SUBMISSIONS --out OUT --chapter CH``
   with its default workers (one per core, one thread per kernel), the experiment cells
-  skipped, feedback pages and the class report included; then the same command again,
-  which grades nothing (every submission up to date): its wall time is the run's fixed
-  cost ``a``. The chapter's key and solution check, paid once per chapter and grading
-  environment whatever the class, are made first on a class of one (``warm_up_s``). A submission's job takes ``j`` seconds in its worker (``OUT/graded.json``),
-  so ``b = j / workers`` per submission, and a class of n takes ``a + b n``: the model is
-  checked against the measured class (predicted ``a + b N`` against the wall time) and
-  gives the figure for a class of 100;
+  skipped, feedback pages and the class report included. The chapter's key and solution
+  check, paid once per chapter and grading environment whatever the class, are made first
+  on a class of one (``warm_up_s``). A submission's job takes ``j`` seconds in its worker
+  (``OUT/graded.json``), so ``b = j / workers`` per submission. The run's fixed cost ``a``
+  (the grader's start, the workers' and their fork servers' start, the first kernels, the
+  results and report written, the workers' end) is measured on a small class of
+  ``SMALL_CLASS`` a worker, graded into an OUT of its own: ``a`` = its wall time less its
+  submissions' ``b``. A class of n takes ``a + b n``: the model is checked against the
+  measured class (predicted ``a + b N`` against the wall time) and gives the figure for a
+  class of 100; with ``--measure-class 100`` a class of 100 is also graded, chapter by
+  chapter into an OUT of its own, and its wall time set beside the model's;
 - plain ``nbgrader autograde CH`` on the same submissions (``--plain-students`` of them,
   default all), in grading mode with nbgrader's defaults: one submission after another,
   every cell run, PyTorch's default threads, no feedback pages;
@@ -29,7 +33,8 @@ With ``--switches`` (the chapters named, or every chapter run), each of those ch
 class is graded again with each of the grader's speed-ups turned off in turn
 (``autograder/speedups.py``): each one's share of the time, and the scores the same.
 
-Run it on a quiet machine (about an hour for 30 students); ``--write`` writes
+Run it on a quiet machine (about 25 minutes for 30 students, 10 more for a measured class of
+100 and for each chapter's switches); ``--write`` writes
 ``benchmarks/course_grading.md`` and ``.json``.
 """
 
@@ -57,6 +62,7 @@ from benchmarks.tables import markdown_table
 RESULTS = ROOT / "benchmarks" / "course_grading"
 ALL_ON = "nothing"  # switch_runs' run with every speed-up on
 CLASS_OF = 100  # the class the instructor guide gives the figure for
+SMALL_CLASS = 2  # submissions a worker of the small class that measures a run's fixed cost
 
 
 def ours(submissions: Path, out: Path, chapter: str, without=()) -> tuple[float, float]:
@@ -141,12 +147,18 @@ def chapter_run(
     make_class(chapter, 1, folder / f"warm-{chapter}")
     warm = ours(folder / f"warm-{chapter}", folder / f"warm-out-{chapter}", chapter)[0]
     wall, check = ours(subs, out, chapter)
-    fixed = ours(subs, out, chapter)[0] + check  # nothing left to grade, and the check
     ledger = Ledger.read(out / LEDGER).submissions
     jobs = [ledger[s][chapter]["seconds"] for s in ledger if chapter in ledger[s]]
     cells = [graded_cells_seconds(Out(out), s, chapter) for s in ledger if chapter in ledger[s]]
     workers = os.cpu_count() or 1
     per = statistics.fmean(jobs) / workers
+    # the fixed cost: a small class graded into an OUT of its own, as the class's (the
+    # chapters before graded there too), less its submissions' share; the solution check,
+    # when this run made it (not cached), as it is in the class's run
+    small = SMALL_CLASS * workers
+    make_class(chapter, small, folder / f"small-class-{chapter}")
+    small_wall = ours(folder / f"small-class-{chapter}", folder / "small-out", chapter)[0]
+    fixed = small_wall - small * per + check
     plain_subs = subs
     if plain_students < students:
         plain_subs = folder / f"plain-class-{chapter}"
@@ -159,6 +171,8 @@ def chapter_run(
         "students": students,
         "wall_s": wall,
         "warm_up_s": warm,
+        "small_class": small,
+        "small_class_s": small_wall,
         "fixed_s": fixed,
         "job_s": statistics.fmean(jobs),
         "graded_cells_s": statistics.fmean(cells),
@@ -174,28 +188,50 @@ def chapter_run(
     return result
 
 
+def measured_class_run(chapter: str, folder: Path, class_of: int) -> dict:
+    """A class of ``class_of`` graded (``class-measured``, made by ``main``) into the OUT
+    ``out-measured``, which holds the chapters graded before: {"students", "wall_s",
+    "same_scores"}, the scores against those of the class's students of the same names
+    (each name has the same notebook in both classes: ``make_class``)."""
+    out = folder / "out-measured"
+    wall = ours(folder / "class-measured", out, chapter)[0]
+    mine, before = our_totals(out, chapter), our_totals(folder / "out", chapter)
+    same = len(mine) == class_of and all(mine[s] == before[s] for s in before if s in mine)
+    result = {"students": class_of, "wall_s": wall, "same_scores": same}
+    print(json.dumps({"chapter": chapter, "measured_class": result}), flush=True)
+    return result
+
+
 def markdown(results: list[dict], command: str) -> str:
     n = results[0]["students"]
     rows, ours_total, plain_total, predicted_100 = [], 0.0, 0.0, 0.0
+    measured = all("measured_class" in r for r in results)
     for r in results:
         rate, plain_rate = 60 * n / r["wall_s"], 60 * r["plain_students"] / r["plain_s"]
         ours_total += r["wall_s"]
         plain_total += r["plain_s"] * n / r["plain_students"]
         predicted_100 += r["fixed_s"] + r["per_submission_s"] * CLASS_OF
-        rows.append(
-            [
-                r["chapter"],
-                f"{r['wall_s']:.0f}",
-                f"{rate:.1f}",
-                f"{plain_rate:.1f}",
-                f"**{rate / plain_rate:.2f}x**",
-                f"{r['job_s']:.1f}",
-                f"{r['graded_cells_s']:.2f}",
-                f"{r['job_s'] - r['graded_cells_s']:.1f}",
-                f"{r['predicted_s']:.0f} ({100 * (r['predicted_s'] / r['wall_s'] - 1):+.0f} %)",
-                "same" if not r["scores_differ"] else f"{len(r['scores_differ'])} differ",
-            ]
-        )
+        row = [
+            r["chapter"],
+            f"{r['wall_s']:.0f}",
+            f"{rate:.1f}",
+            f"{plain_rate:.1f}",
+            f"**{rate / plain_rate:.2f}x**",
+            f"{r['job_s']:.1f}",
+            f"{r['graded_cells_s']:.2f}",
+            f"{r['job_s'] - r['graded_cells_s']:.1f}",
+            f"{r['fixed_s']:.1f}",
+            f"{r['predicted_s']:.0f} ({100 * (r['predicted_s'] / r['wall_s'] - 1):+.0f} %)",
+            "same" if not r["scores_differ"] else f"{len(r['scores_differ'])} differ",
+        ]
+        if measured:
+            m = r["measured_class"]
+            model = r["fixed_s"] + r["per_submission_s"] * m["students"]
+            row.append(
+                f"{m['wall_s']:.0f} (model {model:.0f}, {100 * (model / m['wall_s'] - 1):+.0f} %)"
+                + ("" if m["same_scores"] else ", scores differ")
+            )
+        rows.append(row)
     worst = min((60 * n / r["wall_s"]) / (60 * r["plain_students"] / r["plain_s"]) for r in results)
     lines = [
         "# A whole course graded",
@@ -210,8 +246,10 @@ def markdown(results: list[dict], command: str) -> str:
         "A job is one submission in its worker; the graded cells' time is the kernel's in the "
         "graded test cells; the overhead is the job's time beyond it (the kernel's start, "
         "PyTorch's import, the exercises' and other cells, nbgrader's steps, the feedback "
-        "page). Predicted: the run's fixed cost (the same command again, nothing left to "
-        "grade) + the class x the job's time / workers.",
+        "page). The run's fixed cost: a small class's run (two submissions a worker, into "
+        "an OUT of its own) less its submissions' share, the job's time / workers each "
+        "(the grader's start, the workers' and fork servers' start, the results and report "
+        "written). Predicted: that fixed cost + the class x the job's time / workers.",
         "",
         markdown_table(
             [
@@ -223,8 +261,14 @@ def markdown(results: list[dict], command: str) -> str:
                 "job, s",
                 "graded cells, s",
                 "overhead per submission, s",
+                "fixed cost of a run, s",
                 "predicted, s (vs measured)",
                 "scores vs plain nbgrader",
+                *(
+                    [f"a class of {results[0]['measured_class']['students']}, s"]
+                    if measured
+                    else []
+                ),
             ],
             rows,
         ),
@@ -236,6 +280,17 @@ def markdown(results: list[dict], command: str) -> str:
         f"model: **{predicted_100:.0f} s ({predicted_100 / 60:.1f} min)**.",
         "",
     ]
+    if measured:
+        m = [r["measured_class"] for r in results]
+        total = sum(x["wall_s"] for x in m)
+        lines[-1:-1] = [
+            "",
+            f"A class of {m[0]['students']} graded, chapter by chapter, into an OUT of its own "
+            f"(the chapter's key and solution check already made): **{total:.0f} s "
+            f"({total / 60:.1f} min)**; every student's score the same as that of the class "
+            f"of {n}'s student of the same name: "
+            + ("yes." if all(x["same_scores"] for x in m) else "**no**, see the table."),
+        ]
     if any("without" in r for r in results):
         lines += switches_markdown([r for r in results if "without" in r])
     return "\n".join(lines)
@@ -284,6 +339,13 @@ def main(argv=None) -> int:
         help="grade these chapters' classes (every chapter run, when none is named) again "
         "with each speed-up turned off in turn",
     )
+    parser.add_argument(
+        "--measure-class",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also grade a class of N, chapter by chapter, and set its time beside the model's",
+    )
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args(argv)
     chapters = args.chapters or list(ALL_CHAPTERS)
@@ -298,6 +360,11 @@ def main(argv=None) -> int:
             results.append(
                 chapter_run(chapter, folder, args.students, plain_students, chapter in switched)
             )
+        if args.measure_class:
+            for chapter in chapters:
+                make_class(chapter, args.measure_class, folder / "class-measured")
+            for r in results:
+                r["measured_class"] = measured_class_run(r["chapter"], folder, args.measure_class)
     command = "python -m benchmarks.course_grading " + " ".join(argv or sys.argv[1:])
     text = markdown(results, command.strip())
     print(text)

@@ -93,6 +93,24 @@ def test_the_benchmark_gives_each_switchs_share_and_says_when_scores_differ():
     assert "| 04_dot_product_attention | 20 (1.50) | 40 (2.50): +50 %" in table
 
 
+def test_the_benchmark_sets_a_measured_class_beside_the_model():
+    from benchmarks.course_grading import markdown
+
+    run = {"chapter": "04_dot_product_attention", "students": 10, "wall_s": 30.0,
+           "fixed_s": 5.0, "job_s": 2.0, "graded_cells_s": 0.5, "per_submission_s": 1.0,
+           "predicted_s": 15.0, "plain_students": 5, "plain_s": 60.0, "scores_differ": {},
+           "measured_class": {"students": 100, "wall_s": 126.0, "same_scores": True}}  # fmt: skip
+    text = markdown([run], "python -m benchmarks.course_grading --measure-class 100")
+    assert "| a class of 100, s |" in text
+    assert "| 126 (model 105, -17 %) |" in text  # 5 s + 100 x 1 s, against 126 s measured
+    assert "**126 s (2.1 min)**" in text and "student of the same name: yes." in text
+    run["measured_class"]["same_scores"] = False
+    text = markdown([run], "python -m benchmarks.course_grading --measure-class 100")
+    assert "-17 %), scores differ |" in text and "same name: **no**" in text
+    del run["measured_class"]
+    assert "a class of 100, s" not in markdown([run], "python -m benchmarks.course_grading")
+
+
 def test_the_sanitizing_steps_are_nbgraders_own():
     from nbgrader.converters.autograde import Autograde
 

@@ -283,3 +283,45 @@ def test_an_unreachable_scheduler_is_a_clear_error(monkeypatch):
     with pytest.raises(CourseError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
         settings = grading_job.GradingSettings(outfolder.Out(Path("out")), "sqlite://", False)
         cluster.run_on_cluster([], "tcp://127.0.0.1:9", settings, None, print, {})
+
+
+def _slow_to_end(mark: str) -> None:
+    """A worker's initializer: the process, as it ends, waits 0.5 s and then leaves ``mark``
+    (a worker's spare kernel and fork server take about that to end)."""
+    import atexit
+    import time
+
+    atexit.register(lambda: (time.sleep(0.5), Path(mark).write_text("ended")))
+
+
+@pytest.mark.parametrize("behind", [True, False])
+def test_workers_end_behind_the_grader_and_are_waited_for(tmp_path, behind):
+    """A pool whose jobs ended shuts down in the background (``pool.Closing``, the switch
+    ``workers-end-behind``) while the grader writes the results, or at once without the
+    switch; either way its processes have ended once ``join`` returns."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from autograder.pool import Closing
+
+    before = set(multiprocessing.active_children())
+    marks = [tmp_path / f"worker-{i}" for i in range(2)]
+    pools = [
+        ProcessPoolExecutor(
+            1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_slow_to_end,
+            initargs=(str(mark),),
+        )
+        for mark in marks
+    ]
+    for pool in pools:
+        pool.submit(sum, [1, 2]).result()
+    closing = Closing(behind=behind)
+    for pool in pools:
+        closing.add(pool)
+    assert closing.pools == pools
+    assert all(mark.exists() for mark in marks) is not behind  # behind: still ending
+    closing.join()
+    assert all(mark.read_text() == "ended" for mark in marks)
+    assert set(multiprocessing.active_children()) <= before
