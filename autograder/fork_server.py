@@ -73,6 +73,7 @@ AHEAD = "--torch-imports-ahead"
 CACHES = "--caches-ahead"
 CHAPTER = "--chapter"  # a chapter whose kernels' shared work is done ahead (chapters-ahead)
 READY_TIMEOUT_S = 120
+FOLDER_PREFIX = "grading-kernels-"  # then the grading process's id: grading-kernels-<pid>-...
 
 
 # ------------------------------------------------------------------ the server (sandboxed)
@@ -343,7 +344,7 @@ class ForkServer:
 
     def __init__(self, command_for, signature: tuple):
         self.signature = signature
-        self.folder = tempfile.mkdtemp(prefix="grading-kernels-")
+        self.folder = _new_folder()
         command = command_for(self.folder)
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
@@ -433,6 +434,27 @@ class ForkServer:
                 return None
             select.select([self.process.stdout], [], [], 0.05)
         return None
+
+
+def _new_folder() -> str:
+    """A new folder for a server's sockets, named by this grading process, once the folders
+    of grading processes that have ended without removing theirs (killed: a server's folder
+    is removed as the server is closed) are removed."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*-*"):
+        owner = folder.name[len(FOLDER_PREFIX) :].split("-", 1)[0]
+        if owner.isdigit() and not _running(int(owner)):
+            shutil.rmtree(folder, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 class ForkedKernel:

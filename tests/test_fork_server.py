@@ -5,6 +5,8 @@ server costs only its own notebook."""
 
 import asyncio
 import json
+import os
+from pathlib import Path
 
 import pytest
 from bwrap import require_bwrap
@@ -313,3 +315,27 @@ def test_a_kernel_forked_with_its_chapter_ahead_finds_its_work_done_and_cannot_s
     assert first["number_words"] > 3000  # the data set's numbers, in English and German
     assert first["entry_points"] == 2  # the reference and the diagnosis, looked up
     assert plain == {"read_ahead": [], "number_words": 0, "num2words": False, "entry_points": 0}
+
+
+def test_a_killed_grading_processs_socket_folder_is_removed_by_the_next_server(
+    tmp_path, monkeypatch
+):
+    """A server's socket folder is named by its grading process; a process killed before it
+    closed its server leaves its folder, which the next server's start removes (not the
+    folder of a process still running)."""
+    import subprocess
+    import tempfile
+
+    from autograder.fork_server import FOLDER_PREFIX, _new_folder
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    left = tmp_path / f"{FOLDER_PREFIX}{ended.pid}-abc"
+    running = tmp_path / f"{FOLDER_PREFIX}{os.getppid()}-def"
+    other = tmp_path / f"{FOLDER_PREFIX}made_by_an_older_grader"
+    for folder in (left, running, other):
+        (folder / "kernel-1").mkdir(parents=True)
+    new = Path(_new_folder())
+    assert not left.exists() and running.is_dir() and other.is_dir()
+    assert new.parent == tmp_path and new.name.startswith(f"{FOLDER_PREFIX}{os.getpid()}-")
