@@ -87,7 +87,7 @@ from autograder.outfolder import (
     write_wide_csv,
 )
 from autograder.outside import OutsideCheck, key_cache
-from autograder.pool import Closing, run_here, run_in_processes, start_processes
+from autograder.pool import run_here, run_in_processes, start_processes
 from autograder.release import validate_solution_notebook
 from autograder.report import write_report
 from autograder.restore import stage
@@ -190,7 +190,6 @@ def grade(
     wanted = sorted({ch for chs in found.values() for ch in chs}, key=course_order)
     run.settings = replace(run.settings, chapters=_worth_warming(found, wanted, workers))
     started = workers_ahead(run, found, wanted, regrade, workers, scheduler)
-    closing = Closing(behind=speedups.on("workers-end-behind"))  # ending as results are written
     try:
         api = nbgrader_for(run.settings, prestart=True)  # grades job after job when workers=1
         solutions = prepare_chapters(run, api, wanted)
@@ -198,15 +197,12 @@ def grade(
         check_solutions(root, run.out, run.settings, wanted, outside, log)
         outside.prepare(wanted)
         plan = plan_jobs(run, found, solutions, regrade)
-        run_jobs(run, plan, api, workers, scheduler, started, closing)
+        run_jobs(run, plan, api, workers, scheduler, started)
     finally:
-        if started is not None and started not in closing.pools:
+        if started is not None:
             started.shutdown(cancel_futures=True)
-    try:
-        broken = setup_failures(run.out, run.ledger, plan.graded())
-        rows = finish(run, plan, api, outside)
-    finally:
-        closing.join()
+    broken = setup_failures(run.out, run.ledger, plan.graded())
+    rows = finish(run, plan, api, outside)
     seconds = time.perf_counter() - start
     report = GradeReport(rows, run.problems, seconds, workers, len(plan.jobs), plan.up_to_date)
     report.environment = broken
@@ -422,13 +418,10 @@ def _plan_one(run, plan, student, chapter, path, regrade, released) -> None:
 # ---------------------------------------------------------------------------------- 5. run
 
 
-def run_jobs(
-    run: Run, plan: Plan, api, workers: int, scheduler: str | None, started=None, closing=None
-) -> None:
+def run_jobs(run: Run, plan: Plan, api, workers: int, scheduler: str | None, started=None) -> None:
     """Grade the plan's jobs: on the Dask cluster at ``scheduler``, in this process
     (``workers`` 1, with ``api``) or in ``workers`` processes (the first ones ``started``
-    while the run was prepared, when given; those done left to end in ``closing``, a
-    ``pool.Closing``, when given)."""
+    while the run was prepared, when given)."""
     progress = _Progress(len(plan.jobs), run.log)
     finish = _Finish(run, plan, progress)
     try:
@@ -442,7 +435,7 @@ def run_jobs(
         elif workers == 1:
             run_here(plan.jobs, api, finish)
         else:
-            run_in_processes(plan.jobs, workers, run.settings, finish, started, closing)
+            run_in_processes(plan.jobs, workers, run.settings, finish, started)
     finally:
         progress.close()
     shutil.rmtree(run.out.running_markers, ignore_errors=True)

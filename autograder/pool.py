@@ -6,7 +6,6 @@ running the same jobs.
 """
 
 import multiprocessing
-import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 
@@ -39,32 +38,6 @@ def start_processes(count: int, settings: GradingSettings) -> ProcessPoolExecuto
     return pool
 
 
-class Closing:
-    """Pools of worker processes whose jobs all ended, shutting down in the background
-    (with the switch ``workers-end-behind``; else at once): a worker's end (its spare
-    kernel shut down, its fork server's clean-up and exit) takes about 1.5 s, which the
-    grader spends writing the run's results instead of waiting; :meth:`join` waits for
-    them all."""
-
-    def __init__(self, behind: bool = True):
-        self.behind = behind
-        self.pools: list[ProcessPoolExecutor] = []
-        self._threads: list[threading.Thread] = []
-
-    def add(self, pool: ProcessPoolExecutor) -> None:
-        self.pools.append(pool)
-        if not self.behind:
-            pool.shutdown()
-            return
-        thread = threading.Thread(target=pool.shutdown, name="closing worker processes")
-        thread.start()
-        self._threads.append(thread)
-
-    def join(self) -> None:
-        for thread in self._threads:
-            thread.join()
-
-
 def _new_pool(count: int, settings: GradingSettings) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(
         count,
@@ -80,11 +53,9 @@ def run_in_processes(
     settings: GradingSettings,
     finish,
     started: ProcessPoolExecutor | None = None,
-    closing: Closing | None = None,
 ) -> None:
     """Grade ``jobs`` in ``workers`` processes (``spawn``: each builds its own nbgrader);
-    the first ones those of ``started`` (:func:`start_processes`), when given. A pool whose
-    jobs all ended is left to shut down in ``closing`` (when given; else waited for).
+    the first ones those of ``started`` (:func:`start_processes`), when given.
 
     A process that dies (a notebook that kills its kernel's parent, memory) breaks the
     pool and every job in it. The jobs that had not started go to a fresh pool; those
@@ -97,7 +68,7 @@ def run_in_processes(
             batch, together = together, []
         else:
             batch = [alone.pop(0)]
-        crashed = _run_pool(batch, workers, settings, finish, started, closing)
+        crashed = _run_pool(batch, workers, settings, finish, started)
         started = None
         if len(batch) == 1:
             for job in crashed:
@@ -113,7 +84,7 @@ def run_in_processes(
 
 
 def _run_pool(
-    batch: list[Job], workers: int, settings: GradingSettings, finish, started=None, closing=None
+    batch: list[Job], workers: int, settings: GradingSettings, finish, started=None
 ) -> list[Job]:
     """Grade ``batch`` in one pool of processes (``started``, else a new one); the jobs
     lost when the pool broke."""
@@ -125,10 +96,8 @@ def _run_pool(
         pool.shutdown(cancel_futures=True)
         if started is None:
             raise
-        # it broke before its first job
-        return _run_pool(batch, workers, settings, finish, closing=closing)
-    ended = False
-    try:
+        return _run_pool(batch, workers, settings, finish)  # it broke before its first job
+    with pool:
         for future in as_completed(futures):
             job = futures[future]
             try:
@@ -140,10 +109,4 @@ def _run_pool(
                 reason = f"not graded: grader error ({type(error).__name__}: {error})"
                 seconds = 0.0
             finish(job, reason, seconds)
-        ended = True
-    finally:
-        if ended and not crashed and closing is not None:
-            closing.add(pool)
-        else:
-            pool.shutdown()
     return crashed

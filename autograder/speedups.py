@@ -38,11 +38,6 @@ SWITCHES = {
         "the run (the chapters' releases, the solutions' check), not after it "
         "(autograder/pool.py)"
     ),
-    "workers-end-behind": (
-        "the worker processes end (each one's spare kernel shut down, its fork server's "
-        "clean-up and exit) while the grader writes the run's results, not before it "
-        "(autograder/pool.py)"
-    ),
     "kernel-ahead": (
         "a worker starts the next submission's kernel, PyTorch imported, while nbgrader "
         "saves the last one's grades and writes its feedback page (autograder/sandbox.py)"

@@ -283,11 +283,14 @@ def markdown(results: list[dict], command: str) -> str:
     if measured:
         m = [r["measured_class"] for r in results]
         total = sum(x["wall_s"] for x in m)
+        warm = sum(r.get("warm_up_s", 0.0) for r in results)
         lines[-1:-1] = [
             "",
             f"A class of {m[0]['students']} graded, chapter by chapter, into an OUT of its own "
-            f"(the chapter's key and solution check already made): **{total:.0f} s "
-            f"({total / 60:.1f} min)**; every student's score the same as that of the class "
+            f"(each chapter's key and solution check already made, which a grading "
+            f"environment makes once: the warm-ups on a class of one took {warm:.0f} s in "
+            f"all): **{total:.0f} s ({total / 60:.1f} min)**; every student's score the "
+            f"same as that of the class "
             f"of {n}'s student of the same name: "
             + ("yes." if all(x["same_scores"] for x in m) else "**no**, see the table."),
         ]
