@@ -96,3 +96,16 @@ def test_only_the_cells_scored_or_commented_by_hand_are_read_back(url):
     ]
     bob = found[1]
     assert (bob.max_points, bob.autograded) == (3.0, 0.0)
+
+
+def test_the_students_are_added_at_once_and_those_there_kept(url):
+    from nbgrader.api import Gradebook
+
+    with Gradebook(url, COURSE_ID) as gb:
+        there = {s.id for s in gb.students}
+        gb.update_or_create_student("ada", first_name="Ada")
+    gradebook.create_students(url, ["ada", "new-1", "new-2", "new-1"])
+    gradebook.create_students(url, ["new-2"])  # again: nothing to add
+    with Gradebook(url, COURSE_ID) as gb:
+        assert {s.id for s in gb.students} == there | {"ada", "new-1", "new-2"}
+        assert gb.find_student("ada").first_name == "Ada"
