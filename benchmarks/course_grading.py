@@ -33,8 +33,8 @@ With ``--switches`` (the chapters named, or every chapter run), each of those ch
 class is graded again with each of the grader's speed-ups turned off in turn
 (``autograder/speedups.py``): each one's share of the time, and the scores the same.
 
-Run it on a quiet machine (about 25 minutes for 30 students, 10 more for a measured class of
-100 and for each chapter's switches); ``--write`` writes
+Run it on a quiet machine (on 2026-11-28's: about 20 minutes for 30 students, 10 more for a
+measured class of 100, 4 more for each chapter with its switches); ``--write`` writes
 ``benchmarks/course_grading.md`` and ``.json``.
 """
 
