@@ -11,13 +11,9 @@ whole page) go to test-artifacts/screenshots/ for a human to look at.
 import html
 import importlib.util
 import re
-import threading
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import partial
 from html.parser import HTMLParser
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -280,22 +276,13 @@ def test_no_page_references_another_host(site):
 # A real browser
 
 
-@contextmanager
-def serving(site: Path) -> Iterator[str]:
-    """The built site served on 127.0.0.1 at a free port: its address."""
-
-    class Quiet(SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(site)))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+def book_pdf():
+    """``book/pdf.py`` (the PDF's build, and the server of the built site it prints from),
+    which no package holds."""
+    spec = importlib.util.spec_from_file_location("book_pdf", ROOT / "book" / "pdf.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # The first non-empty <h1> (genindex.html has an empty one in the theme's header) without
@@ -700,7 +687,7 @@ def run_survey(site: Path) -> Survey:
     for old in [*SCREENSHOTS.glob("*.png"), *SCREENSHOTS.glob("*.jpg")]:
         old.unlink()
     found = Survey()
-    with serving(site) as server, sync_playwright() as p:
+    with book_pdf().serve(site) as server, sync_playwright() as p:
         browser = launch(p, chromium)
         try:
             light, dark = (

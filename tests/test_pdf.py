@@ -9,7 +9,6 @@ time. It must hold every page of _toc.yml under its title, the pages' figures, t
 equations and bookmarks, and it must have been printed without a request to another host.
 """
 
-import importlib.util
 import re
 import tempfile
 import unicodedata
@@ -31,19 +30,12 @@ site = test_book.site
 pytestmark = pytest.mark.slow
 
 
-def _pdf_module():
-    spec = importlib.util.spec_from_file_location("book_pdf", ROOT / "book" / "pdf.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def print_pdf(site: Path):
     """The course's PDF printed from the built site into a temporary folder (removed when
     the session ends); in the background as soon as the site is built (``AFTER_BUILD``)."""
     chromium = find_chromium()
     out = Path(_PRINTED.name) / "attention-course.pdf"
-    return _pdf_module().build_pdf(site, out, chromium=chromium, log=lambda *args: None)
+    return test_book.book_pdf().build_pdf(site, out, chromium=chromium, log=lambda *args: None)
 
 
 _PRINTED = tempfile.TemporaryDirectory(prefix="attention-course-pdf-")
@@ -206,7 +198,7 @@ def test_pdf_build_blocks_and_reports_a_request_to_another_host(tmp_path):
         'x.js"></script></head><body><article><h1>Intro</h1><p>Text.</p></article></body></html>',
         encoding="utf-8",
     )
-    result = _pdf_module().build_pdf(
+    result = test_book.book_pdf().build_pdf(
         tmp_path / "html", tmp_path / "out.pdf", root=tmp_path, chromium=chromium, log=print
     )
     assert result.off_host == ["https://cdn.example.org/x.js"]
