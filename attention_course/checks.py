@@ -48,6 +48,33 @@ def check_dtype(x, dtype: torch.dtype, name: str = "result", hint: str | None = 
         _fail(f"{name} has dtype {x.dtype}, expected {dtype}.", hint)
 
 
+def _kind(dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "bool"
+    if dtype.is_floating_point or dtype.is_complex:
+        return "float"
+    return "integer"
+
+
+def _dtype_cause(expected: torch.dtype) -> str:
+    """The likely cause of a result in another dtype than ``expected``."""
+    if expected == torch.bool:
+        return (
+            "a mask is torch.bool: build it with a comparison (==, <, ...) or .bool(), "
+            "not from 0/1 numbers"
+        )
+    if _kind(expected) == "integer":
+        return (
+            "positions, counts and indices are integers: / and float tensors make floats "
+            "(use //, or .long())"
+        )
+    return (
+        "a tensor made without dtype= (torch.zeros, torch.ones, torch.tensor, torch.arange) "
+        "is float32, and .float() or .double() converts: make new tensors in the inputs' dtype "
+        "(x.new_zeros(...), torch.zeros(..., dtype=x.dtype)), or convert with .to(x.dtype)"
+    )
+
+
 def check_close(
     actual,
     expected,
@@ -55,12 +82,28 @@ def check_close(
     hint: str | None = None,
     atol: float = 1e-5,
     rtol: float = 1e-4,
+    same_dtype: bool = True,
 ) -> None:
-    """Compare floats with tolerances (never exact equality); report the worst entry."""
+    """Compare floats with tolerances (never exact equality); report the worst entry.
+
+    An ``expected`` tensor also states the dtype: a floating result must have exactly its
+    dtype (a float32 result does not pass a float64 check), an integer result an integer
+    dtype, a bool result bool. ``same_dtype=False`` where the exercise leaves the dtype open
+    (then any floating dtype is compared with the expected values). A Python number or list
+    states no dtype."""
     check_tensor(actual, name)
-    expected = torch.as_tensor(expected, dtype=actual.dtype if actual.is_floating_point() else None)
+    states_dtype = isinstance(expected, torch.Tensor) and same_dtype
+    if not states_dtype:
+        expected = torch.as_tensor(
+            expected, dtype=actual.dtype if actual.is_floating_point() else None
+        )
     if actual.shape != expected.shape:
         _fail(f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}.", hint)
+    stated = expected.dtype
+    if states_dtype and (
+        actual.dtype != stated if _kind(stated) == "float" else _kind(actual.dtype) != _kind(stated)
+    ):
+        _fail(f"{name} has dtype {actual.dtype}, expected {stated}.", _dtype_cause(stated))
     if actual.dtype == torch.bool or expected.dtype == torch.bool:
         if not torch.equal(actual.bool(), expected.bool()):
             where = (actual.bool() != expected.bool()).nonzero()[0].tolist()

@@ -499,3 +499,186 @@ def test_every_notebook_runs_on_one_thread():
             c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"
         )
         assert "\nuse_one_thread()" in setup.source, chapter
+
+
+def test_check_close_checks_the_dtype_an_expected_tensor_states():
+    """Issue 59: check_close cast the expected value to the result's dtype, so a float32
+    result passed a float64 check at 1e-9 where the text says the result has the input's
+    dtype. An expected tensor states the dtype; a number or a list states none."""
+    x64 = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    with pytest.raises(AssertionError) as failed:
+        check_close(x64.float(), x64, "frequencies", hint="a hint about the values", atol=1e-12)
+    message = str(failed.value)
+    assert "frequencies has dtype torch.float32, expected torch.float64." in message
+    assert "Likely cause:" in message and ".to(x.dtype)" in message
+    assert "a hint about the values" not in message  # the cause is the dtype, not the values
+    with pytest.raises(AssertionError, match="has dtype torch.float64, expected torch.float32"):
+        check_close(x64, x64.float())
+    check_close(x64, x64.float(), same_dtype=False)  # where the exercise leaves it open
+    check_close(x64, [1.0, 2.0])  # a list states no dtype
+    check_close(torch.tensor(0.5, dtype=torch.float64), 0.5)  # nor does a number
+    check_close(x64, x64.clone())
+    # integers: any integer dtype, but not floats; masks: bool
+    check_close(torch.tensor([1, 2], dtype=torch.int32), torch.tensor([1, 2]))
+    with pytest.raises(AssertionError, match="has dtype torch.float32, expected torch.int64"):
+        check_close(torch.tensor([1.0, 2.0]), torch.tensor([1, 2]))
+    with pytest.raises(AssertionError, match="has dtype torch.int64, expected torch.float32"):
+        check_close(torch.tensor([1, 2]), torch.tensor([1.0, 2.0]))
+    with pytest.raises(AssertionError, match="dtype torch.float32, expected torch.bool.*\n.*bool"):
+        check_close(torch.tensor([1.0, 0.0]), torch.tensor([True, False]), "mask")
+    check_close(torch.tensor([True, False]), torch.tensor([True, False]))
+    # the shape is checked first, and the values still are
+    with pytest.raises(AssertionError, match="has shape"):
+        check_close(x64[:1].float(), x64)
+    with pytest.raises(AssertionError, match="saw 3, expected 2"):
+        check_close(x64 + torch.tensor([0.0, 1.0], dtype=torch.float64), x64)
+
+
+# Chapter 10 run in-process, with edits to its solution cells (``tests/test_mistakes.py``'s
+# runner: the set-up, the exercises and the graded test cells, in grading mode).
+SINCE_2023 = "10_attention_since_2023"
+
+
+def _run_chapter(root, chapter, edits, visible_only=False):
+    """The failed graded cells of ``chapter`` with ``edits`` ({grade id: [(old, new)]}, each
+    old text once in its cell) made, and the namespace the cells ran in."""
+    from test_mistakes import _grading_mode, _run, cells_to_run
+
+    cells = []
+    for grade_id, graded, source, counts in cells_to_run(root, chapter):
+        for old, new in edits.get(grade_id, []):
+            assert source.count(old) == 1, (grade_id, old)
+            source = source.replace(old, new)
+        cells.append((grade_id, graded, source, counts))
+    failed: dict[str, str] = {}
+    namespace: dict = {"__name__": "__main__"}
+    with _grading_mode():
+        _run(cells, namespace, failed, visible_only=visible_only)
+    return failed, namespace
+
+
+IN_PLACE = {
+    "stretching": [
+        (
+            "    stretched = theta / scale\n",
+            "    theta /= scale  # the caller's theta\n    stretched = theta\n",
+        ),
+        (
+            "    stretched = (1 - ramp) * theta / scale + ramp * theta\n",
+            "    stretched = theta.mul_((1 - ramp) / scale + ramp)\n",
+        ),
+    ],
+    "sinks": [
+        (
+            "    weights = torch.softmax(torch.cat([sink, scores], dim=-1), dim=-1)[..., 1:]\n",
+            "    scores -= sink  # the caller's scores, shifted by the sink's logit\n"
+            "    weights = torch.softmax(torch.cat([torch.zeros_like(sink), scores], dim=-1), "
+            "dim=-1)[..., 1:]\n",
+        )
+    ],
+    "linear_attention": [
+        (
+            "    similarity = feature_map(Q) @ feature_map(K).transpose(-2, -1)  # (..., T, T)\n",
+            "    Q.copy_(feature_map(Q))  # the caller's queries\n"
+            "    similarity = Q @ feature_map(K).transpose(-2, -1)  # (..., T, T)\n",
+        )
+    ],
+}
+
+
+@pytest.mark.parametrize("visible_only", [False, True], ids=["graded", "visible"])
+def test_chapter_10_a_solution_that_changes_its_arguments_in_place_keeps_full_marks(
+    root, visible_only
+):
+    """Issue 59: a right interpolated_frequencies that divided the caller's theta in place
+    lost 3 points, because the visible test used theta again (and failed a bare assert). The
+    tests hand each function copies of what they use again, so what a function does to its
+    arguments changes nothing."""
+    failed, _ = _run_chapter(root, SINCE_2023, IN_PLACE, visible_only)
+    assert failed == {}, failed
+
+
+# Answers that call what the test cells of the graded questions used to leave in the kernel
+HELPERS = {
+    "equivalent_kv_heads": [
+        (
+            "    heads = (d_latent + d_rope) / (2 * d_head)\n",
+            "    cache = LatentCache(1, 1, d_latent, d_rope)\n"
+            "    heads = tensor_bytes(cache.c, cache.k_rope) / tensor_bytes("
+            "torch.zeros(1, 1, 1, d_head), torch.zeros(1, 1, 1, d_head))\n",
+        )
+    ],
+    "state_smaller_from": [
+        (
+            "    state = num_heads * (d_k * d_v + d_k)\n",
+            "    state = state_numbers(linear_attention_recurrent, num_heads, d_k, d_v)\n",
+        )
+    ],
+}
+
+
+def test_chapter_10_graded_questions_cannot_call_the_tests_helpers(root):
+    """Issue 59: equivalent_kv_heads and state_smaller_from scored 2/2, unflagged, by calling
+    the helpers (tensor_bytes, state_numbers) that their test cells left in the kernel. The
+    helpers now live inside the test's check, which the cell deletes after use: an answer
+    that calls them fails."""
+    failed, namespace = _run_chapter(root, SINCE_2023, HELPERS)
+    assert set(failed) == {"test_equivalent_kv_heads", "test_state_smaller_from"}, failed
+    assert all("NameError" in message for message in failed.values()), failed
+    # and the solution's run leaves no function or class of a graded test cell behind
+    failed, namespace = _run_chapter(root, SINCE_2023, {})
+    assert failed == {}, failed
+    test_cells = {g for g, graded, *_ in _cells(root, SINCE_2023) if graded}
+    left = sorted(name for name, value in namespace.items() if _defined_in(value, test_cells))
+    assert left == [], f"helpers of the test cells left in the kernel: {left}"
+
+
+def _cells(root, chapter):
+    from test_mistakes import cells_to_run
+
+    return cells_to_run(root, chapter)
+
+
+def _defined_in(value, cells) -> bool:
+    """Whether ``value`` is a function, or a class with a method, that one of ``cells`` (grade
+    ids, the file names the runner compiles the cells under) defined."""
+    functions = vars(value).values() if isinstance(value, type) else [value]
+    return any(
+        getattr(getattr(f, "__code__", None), "co_filename", None) in cells for f in functions
+    )
+
+
+def test_no_check_of_a_test_cell_is_a_bare_assert():
+    """Issue 59: no check in a test cell fails without saying what it saw and expected: every
+    assert of every chapter's graded test cells has a message."""
+    import ast
+
+    import nbformat
+
+    from autograder.chapters import ALL_CHAPTERS, solution_path
+
+    root = Path(__file__).resolve().parents[1]
+    bare = []
+    for chapter in ALL_CHAPTERS:
+        for cell in nbformat.read(solution_path(root, chapter), as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type != "code" or not meta.get("grade"):
+                continue
+            for node in ast.walk(ast.parse(cell.source)):
+                if isinstance(node, ast.Assert) and node.msg is None:
+                    bare.append(f"{chapter} {meta['grade_id']} line {node.lineno}")
+    assert bare == [], bare
+
+
+@pytest.mark.parametrize("visible_only", [False, True], ids=["graded", "visible"])
+def test_chapter_10_frequencies_in_another_dtype_fail_with_the_dtype(root, visible_only):
+    """Issue 59: the text says the frequencies have theta's shape and dtype (float64); a
+    result in float32 passed every check. Now a visible check says so."""
+    edits = {
+        "stretching": [
+            ("    stretched = theta / scale\n", "    stretched = theta.float() / scale\n")
+        ]
+    }
+    failed, _ = _run_chapter(root, SINCE_2023, edits, visible_only)
+    assert set(failed) == {"test_stretching"}, failed
+    assert "has dtype torch.float32, expected torch.float64" in failed["test_stretching"]
