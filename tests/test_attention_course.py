@@ -682,3 +682,39 @@ def test_chapter_10_frequencies_in_another_dtype_fail_with_the_dtype(root, visib
     failed, _ = _run_chapter(root, SINCE_2023, edits, visible_only)
     assert set(failed) == {"test_stretching"}, failed
     assert "has dtype torch.float32, expected torch.float64" in failed["test_stretching"]
+
+
+# The same in the other chapters whose test cells measured through a helper that an answer
+# could call: each answer below calls it, and now fails (the helper lives in the check).
+OTHER_HELPERS = [
+    (
+        "03_convs2s",
+        "dilated_layers_to_connect",
+        "    layers = math.ceil(math.log2((n - 1) / (kernel_size - 1) + 1))\n",
+        "    layers = 0\n    while first_seen(layers, n, kernel_size) > 0:\n        layers += 1\n",
+        "test_dilated_layers_to_connect",
+    ),
+    (
+        "08_language_models",
+        "kv_cache_max_len",
+        "    max_len = budget // per_position\n",
+        "    max_len = 0\n"
+        "    while cache_bytes(num_layers, batch, num_kv_heads, d_k, max_len + 1, dtype) <= budget:\n"
+        "        max_len += 1\n",
+        "test_kv_cache_max_len",
+    ),
+    (
+        "09_vision_transformer",
+        "token_counts",
+        "    count = num_layers * num_heads * token_count(image_size, patch_size) ** 2\n",
+        "    count = measured(image_size, patch_size, num_heads, num_layers)[1]\n",
+        "test_token_counts",
+    ),
+]
+
+
+@pytest.mark.parametrize("chapter, cell, old, new, test", OTHER_HELPERS, ids=lambda v: str(v)[:24])
+def test_a_graded_answer_cannot_call_its_tests_measurement(root, chapter, cell, old, new, test):
+    failed, _ = _run_chapter(root, chapter, {cell: [(old, new)]})
+    assert set(failed) == {test}, failed
+    assert "NameError" in failed[test], failed[test]
