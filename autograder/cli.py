@@ -436,7 +436,8 @@ def _report(args) -> int:
 
 
 def _collect(args) -> int:
-    """``collect INBOX --chapter CH --out SUBMISSIONS``: needs no course folder."""
+    """``collect INBOX --chapter CH --out SUBMISSIONS``: needs no course folder. 1 when
+    notebooks of different submissions claimed one student id (none of them placed)."""
     from autograder.collect import collect
 
     report = collect(args.inbox, args.chapter, args.out, args.pattern, args.force)
@@ -449,7 +450,8 @@ def _collect(args) -> int:
         f"{args.out}/<student>/{args.chapter}/ ({len(report.unchanged)} already there and "
         f"unchanged, {len(report.problems)} warning{'s' if len(report.problems) != 1 else ''})"
     )
-    return 0
+    # a conflict leaves a student without a notebook until the instructor places one
+    return 1 if report.conflicts else 0
 
 
 def _export(args) -> int:

@@ -324,15 +324,16 @@ class ForkServer:
     _current: "ForkServer | None" = None
 
     @classmethod
-    def get(cls, command_for, signature: tuple) -> "ForkServer":
+    def get(cls, command_for, signature: tuple, env: dict[str, str] | None = None) -> "ForkServer":
         """The running server for ``signature``, else a new one; ``command_for(folder)`` is
-        the sandboxed command of a server whose socket folder is ``folder``."""
+        the sandboxed command of a server whose socket folder is ``folder``, ``env`` its
+        environment (default: this process's)."""
         server = cls._current
         if server is not None and (server.signature != signature or not server.alive()):
             server.close()
             server = None
         if server is None:
-            server = cls(command_for, signature)
+            server = cls(command_for, signature, env)
             cls._current = server
         return server
 
@@ -342,12 +343,16 @@ class ForkServer:
             cls._current.close()
             cls._current = None
 
-    def __init__(self, command_for, signature: tuple):
+    def __init__(self, command_for, signature: tuple, env: dict[str, str] | None = None):
         self.signature = signature
         self.folder = _new_folder()
         command = command_for(self.folder)
         self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+            env=env,
         )
         os.set_blocking(self.process.stdout.fileno(), False)
         self._buffer, self._exited, self._kernels = b"", {}, 0

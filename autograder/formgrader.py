@@ -12,7 +12,8 @@
 - it starts JupyterLab, with nbgrader's formgrader extension, at ``OUT/nbgrader`` on
   127.0.0.1 (a free port, a token), with a Content-Security-Policy that lets no page of it
   connect, post a form or load an image anywhere but the server itself, and with no
-  notebook trusted (JupyterLab sanitises an untrusted notebook's HTML), and prints the URLs of JupyterLab and of the formgrader,
+  notebook trusted (JupyterLab sanitises an untrusted notebook's HTML), and every kernel
+  it starts in the grading sandbox (``autograder/review_kernels.py``), and prints the URLs of JupyterLab and of the formgrader,
   whose *Manual grading* lists every submission; a flagged exercise's test cells *need a
   manual grade* there (``autograder/review.py``);
 - when the server stops (Ctrl-C), the command brings OUT up to date with what was graded
@@ -50,6 +51,9 @@ CONTENT_SECURITY_POLICY = (
     "frame-ancestors 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
     "connect-src 'self'; img-src 'self' data: blob:"
 )
+# The kernel manager of every kernel JupyterLab starts in review: the sandbox's (the module is
+# named, not imported: only the server imports jupyter_server).
+REVIEW_KERNELS = "autograder.review_kernels.ReviewKernelManager"
 START_TIMEOUT_S = 90  # JupyterLab answers within seconds; a loaded machine takes longer
 STOP_TIMEOUT_S = 20
 
@@ -149,6 +153,11 @@ class Server:
         command += ["--ServerApp.log_level=WARN", "--NotebookNotary.db_file=:memory:"]
         headers = {"headers": {"Content-Security-Policy": CONTENT_SECURITY_POLICY}}
         command += [f"--ServerApp.tornado_settings={headers!r}"]
+        # every kernel JupyterLab starts runs in the sandbox, OUT hidden, with the
+        # environment from the allowlist (autograder/review_kernels.py)
+        command.append(f"--MappingKernelManager.kernel_manager_class={REVIEW_KERNELS}")
+        for folder in (self.out.folder, key_cache()):
+            command.append(f"--SandboxedKernelManager.hidden={folder}")
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             command.append("--allow-root")  # a container's only user, say
         return command

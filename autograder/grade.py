@@ -334,8 +334,10 @@ def plan_jobs(run: Run, found: dict, solutions: dict[str, str], regrade: bool) -
     otherwise both try to)."""
     plan = Plan(solutions=solutions)
     released: dict[str, dict] = {}  # chapter -> its released notebook, as JSON
-    for student, paths in sorted(found.items()):
-        for chapter in solutions:
+    # Chapter after chapter: a worker's fork server serves one chapter's kernels (each
+    # sees only its chapter's material), so it starts again only when the chapter changes.
+    for chapter in solutions:
+        for student, paths in sorted(found.items()):
             _plan_one(run, plan, student, chapter, paths.get(chapter), regrade, released)
     run.ledger.save()
     if plan.up_to_date:
@@ -356,7 +358,8 @@ def workers_ahead(
     if scheduler is not None or workers == 1 or not speedups.on("workers-ahead"):
         return None
     ahead = _jobs_ahead(run, found, chapters, regrade)
-    return start_processes(min(workers, ahead), run.settings) if ahead else None
+    first = chapters[0] if chapters else ""  # the plan grades chapter after chapter
+    return start_processes(min(workers, ahead), run.settings, first) if ahead else None
 
 
 def _jobs_ahead(run: Run, found: dict, chapters: list[str], regrade: bool) -> int:

@@ -170,13 +170,15 @@ def start_worker(settings: GradingSettings) -> None:
     _worker = (settings, nbgrader_for(settings, prestart=True))
 
 
-def warm_up() -> None:
-    """Start this worker's fork server now, as its first kernel would
+def warm_up(chapter: str = "") -> None:
+    """Start this worker's fork server now, as its first kernel (one of ``chapter``) would
     (``autograder/fork_server.py``), so that it gets ready while the grader still prepares
     the run (``autograder/pool.py``: :func:`start_processes`)."""
     config = grading_config(_worker[0], prestart=True)
     if config.SandboxedKernelManager.fork_server:
-        SandboxedKernelManager(config=config).fork_server_for_kernels()
+        km = SandboxedKernelManager(config=config)
+        km.chapter = chapter
+        km.fork_server_for_kernels()
 
 
 def grade_in_worker(job: Job, settings: GradingSettings | None = None) -> tuple[str | None, float]:

@@ -53,7 +53,7 @@ from autograder.environment import KERNEL_ENV, environment
 from autograder.experiments import skip_marked
 from autograder.files import file_hash, write_atomically
 from autograder.outfolder import GRADED, LEDGER, GradeRow, Ledger, Out
-from autograder.sandbox import GradingExecute
+from autograder.sandbox import CHAPTER_KEY, GradingExecute
 
 KEY_CACHE_ENV = "ATTENTION_COURSE_KEY_CACHE"
 DEFAULT_KEY_CACHE = "~/.cache/attention-course/keys"
@@ -316,7 +316,8 @@ def run_key(root: Path, chapter: str, config) -> dict:
         environment(KERNEL_ENV),
     ):
         try:
-            nb, _ = GradingExecute(config=config).preprocess(nb, {"metadata": {"path": folder}})
+            resources = {"metadata": {"path": folder}, CHAPTER_KEY: chapter}
+            nb, _ = GradingExecute(config=config).preprocess(nb, resources)
         except Exception as error:
             raise CourseError(
                 f"the key of {chapter}: its solution notebook {path} could not be run in "

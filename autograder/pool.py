@@ -27,14 +27,17 @@ def run_here(jobs: list[Job], api, finish) -> None:
         finish(job, *run_job(api, job))
 
 
-def start_processes(count: int, settings: GradingSettings) -> ProcessPoolExecutor:
+def start_processes(
+    count: int, settings: GradingSettings, chapter: str = ""
+) -> ProcessPoolExecutor:
     """``count`` worker processes, started now, each of which starts its kernels' fork
     server at once (``job.warm_up``): Python's start, nbgrader's and PyTorch's imports take
     seconds, which they then spend while the grader prepares the run (the chapters'
-    releases, the solutions' check) instead of after it. For :func:`run_in_processes`."""
+    releases, the solutions' check) instead of after it; ``chapter``, that of the first
+    jobs (a fork server serves the kernels of one chapter). For :func:`run_in_processes`."""
     pool = _new_pool(count, settings)
     for _ in range(count):  # each warm-up keeps its process busy: the next one starts another
-        pool.submit(warm_up)
+        pool.submit(warm_up, chapter)
     return pool
 
 

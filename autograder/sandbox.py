@@ -7,6 +7,8 @@
           --size 536870912 --tmpfs /tmp
           --ro-bind DIR DIR  (the course as the kernel imports it, the venv, the
                               interpreter, where they lie in /tmp)
+          --tmpfs COURSE  --ro-bind COURSE/attention_course ... (the chapter's own
+                                  material only: autograder/kernel_view.py)
           --tmpfs /run --remount-ro /run
           --tmpfs OUT --remount-ro OUT --tmpfs SUBMISSIONS --remount-ro SUBMISSIONS
           --bind SOCKETS SOCKETS --chdir /tmp
@@ -15,15 +17,20 @@
           -- prlimit --as=MEMORY --cpu=CPU:CPU+10 --fsize=536870912 --core=0
           -- python -m ipykernel_launcher -f SOCKETS/kernel.json ...
 
-- the whole filesystem is read-only: the course, the reference implementations and the
-  virtual environment can be read (the tests import them) but not changed;
+- the whole filesystem is read-only, and of the course's checkout the kernel sees only
+  the student kit, the grader's code and its own chapter's grading material (its solution
+  notebook, the reference modules its tests import, its catalogue of mistakes): never
+  another chapter's solutions, hidden tests or reference, nor ``tests/``, ``_build/`` or
+  ``.git`` (``autograder/kernel_view.py``);
+- its environment is built from an allowlist (``kernel_view.kernel_environment``): no
+  variable of the grader's that is not named there (a password, a gradebook's URL, a
+  token) reaches it, or the fork server it is forked from;
 - ``/tmp`` is a private, empty, size-limited folder in memory, and also the kernel's
   working directory and ``HOME``: what a notebook writes there is thrown away with it;
 - the grader's output folder and the submissions are hidden (empty folders), so a
   notebook can neither print the hidden tests from the gradebook nor read another
   student's work; ``/run`` too, where local servers keep their sockets (a PostgreSQL
-  gradebook's, say). The solution notebooks and the reference implementations stay
-  readable: the tests and the diagnosis of known mistakes use them;
+  gradebook's, say);
 - no network (a network namespace of its own, with only a loopback device), no other
   process to see (a PID namespace of its own), no capabilities even when the grader
   runs as root (and ``/proc`` read-only, so no kernel setting can be written);
@@ -54,9 +61,10 @@ from traitlets import Bool, Integer, List, Unicode
 
 from attention_course.runtime import GRADING_ENV
 from autograder.cells import grade_id
-from autograder.chapters import INSTALLED_ROOT, CourseError
+from autograder.chapters import ALL_CHAPTERS, INSTALLED_ROOT, CourseError
 from autograder.fork_server import AHEAD, CACHES, CHAPTER, ForkedKernel, ForkServer
 from autograder.kernel_imports import kernel_imports, kernel_python
+from autograder.kernel_view import kernel_environment, view_args
 
 # Address space (RLIMIT_AS) of a grading kernel. PyTorch reserves far more virtual memory
 # than it touches: the solution kernels of the seven chapters, in grading mode on one
@@ -146,6 +154,20 @@ def check_sandbox() -> None:
         )
 
 
+def _kernel_folders() -> list[str]:
+    """The folders the kernel's Python reads: its prefix and ``sys.path``'s folders."""
+    found = kernel_imports()
+    prefixes = (sys.prefix, sys.base_prefix, sys.exec_prefix, Path(found.python).parent)
+    return sorted({*found.folders(), *(str(p) for p in prefixes)})
+
+
+def chapter_view(chapter: str | None) -> list[str]:
+    """bwrap's arguments that leave a kernel grading ``chapter`` only its own grading
+    material of the course (``autograder/kernel_view.py``)."""
+    packages = [f for f in kernel_imports().packages.values() if f]
+    return view_args(chapter, packages, _kernel_folders())
+
+
 def _needed_under_tmp() -> list[tuple[str, str]]:
     """What the kernel must still read under /tmp once its /tmp is a private, empty one,
     as (source, destination) pairs to bind: the course (a CI checkout often lives in
@@ -181,10 +203,12 @@ def sandbox_command(
     memory: int | None = None,
     cpu: int | None = None,
     tmp_size: int = TMP_SIZE,
+    chapter: str | None = None,
 ) -> list[str]:
     """``command`` wrapped in bwrap and prlimit (see the module's docstring); ``sockets`` is
     the one folder the sandbox may write outside its private /tmp, ``hidden`` the folders
-    it sees empty."""
+    it sees empty, ``chapter`` the chapter whose grading material it sees (None: none).
+    Run it with :func:`kernel_environment`'s environment: bwrap passes its own on."""
     memory = memory_limit() if memory is None else memory
     cpu = cpu_limit() if cpu is None else cpu
     bwrap = bwrap_path() or "bwrap"
@@ -194,6 +218,7 @@ def sandbox_command(
     args += ["--size", str(tmp_size), "--tmpfs", "/tmp"]
     for source, destination in _needed_under_tmp():  # a checkout or venv in /tmp stays
         args += ["--ro-bind", source, destination]
+    args += chapter_view(chapter)
     for folder in ["/run", *hidden]:  # seen empty and read-only
         if Path(folder).is_dir():
             args += ["--tmpfs", str(folder), "--remount-ro", str(folder)]
@@ -232,6 +257,9 @@ class SandboxedKernelManager(AsyncKernelManager):
     chapters_ahead = List(
         Unicode(), config=True, help="chapters whose kernels' shared work the server does ahead"
     )
+    # The chapter whose notebook the kernel runs (set by GradingExecute from nbgrader's
+    # assignment id): the sandbox shows it that chapter's grading material only.
+    chapter = Unicode("", help="the chapter the kernel grades ('' : not known, none shown)")
 
     _folder: str | None = None
     _server = None
@@ -242,24 +270,29 @@ class SandboxedKernelManager(AsyncKernelManager):
         cpu = cpu_limit() if self.cpu_limit is None else self.cpu_limit
         hidden = list(self.hidden)
         # The server's own environment (what its imports read; a kernel gets the one of its
-        # request): the variables nbgrader sets around each step (NBGRADER_EXECUTION) left
-        # out, so that a worker's server started before its first step serves the steps.
-        environment = tuple(
-            sorted(kv for kv in os.environ.items() if not kv[0].startswith("NBGRADER_"))
-        )
+        # request), from the allowlist, as a kernel's: a forked kernel could read the
+        # server's in /proc/self/environ. The variables nbgrader sets around each step
+        # (NBGRADER_EXECUTION) left out, so that a worker's server started before its first
+        # step serves the steps.
+        environment = {
+            k: v for k, v in kernel_environment(os.environ).items() if not k.startswith("NBGRADER_")
+        }
         python = kernel_python()
+        chapter = self.chapter or None
+        ahead = [ch for ch in self.chapters_ahead if ch == chapter]  # all it may see
 
         def command(folder):
             server = [python, "-m", "autograder.fork_server", folder]
             server += [AHEAD] if self.torch_imports_ahead else []
             server += [CACHES] if self.caches_ahead else []
-            for chapter in self.chapters_ahead:
-                server += [CHAPTER, chapter]
-            return sandbox_command(server, folder, hidden, memory, cpu, self.tmp_size)
+            for name in ahead:
+                server += [CHAPTER, name]
+            return sandbox_command(server, folder, hidden, memory, cpu, self.tmp_size, chapter)
 
-        signature = (python, memory, cpu, self.tmp_size, tuple(hidden), environment)
-        signature += (self.torch_imports_ahead, self.caches_ahead, tuple(self.chapters_ahead))
-        return ForkServer.get(command, signature)
+        signature = (python, memory, cpu, self.tmp_size, tuple(hidden))
+        signature += (tuple(sorted(environment.items())), chapter)
+        signature += (self.torch_imports_ahead, self.caches_ahead, tuple(ahead))
+        return ForkServer.get(command, signature, environment)
 
     async def _async_pre_start_kernel(self, **kw):
         if self._folder is None:
@@ -276,7 +309,9 @@ class SandboxedKernelManager(AsyncKernelManager):
         # SIGINT to itself: jupyter_client's default SIGINT to the process group would reach
         # bwrap, which dies of it and takes the kernel with it.
         self.kernel_spec.interrupt_mode = "message"
-        return await super()._async_pre_start_kernel(**kw)
+        command, kw = await super()._async_pre_start_kernel(**kw)
+        kw["env"] = kernel_environment(kw.get("env") or os.environ)  # the allowlist only
+        return command, kw
 
     def format_kernel_cmd(self, extra_arguments=None) -> list[str]:
         command = super().format_kernel_cmd(extra_arguments)
@@ -289,12 +324,14 @@ class SandboxedKernelManager(AsyncKernelManager):
             self.memory_limit,
             self.cpu_limit,
             self.tmp_size,
+            self.chapter or None,
         )
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
         if self._server is None:
             return await super()._async_launch_kernel(kernel_cmd, **kw)
-        pid = self._server.start(kernel_cmd, kw.get("env") or dict(os.environ), self._folder)
+        env = kw.get("env") or kernel_environment(os.environ)
+        pid = self._server.start(kernel_cmd, env, self._folder)
         # the kernel's process id is the sandbox's: only the server may signal it
         self.provisioner.process = ForkedKernel(self._server, pid)
         self.provisioner.pid, self.provisioner.pgid = pid, None
@@ -311,6 +348,11 @@ class SandboxedKernelManager(AsyncKernelManager):
     cleanup_resources = _async_cleanup_resources
 
 
+# The key of ``resources`` by which a caller that is not nbgrader (the key's run, validate)
+# names the chapter of the notebook it runs.
+CHAPTER_KEY = "chapter"
+
+
 class GradingExecute(Execute):
     """nbgrader's Execute with the kernel in the sandbox (unless ``sandbox`` is False) and
     each cell's output capped while it runs: ``max_printed_chars`` of printed text,
@@ -320,7 +362,10 @@ class GradingExecute(Execute):
     next one is started at once (:class:`_Spare`): it boots and imports PyTorch while
     nbgrader saves this notebook's grades and writes its feedback page, and the next
     notebook takes it if it would have started the same kernel (same kernel spec, limits,
-    hidden folders, environment). Each notebook still gets a fresh kernel of its own."""
+    hidden folders, environment). Each notebook still gets a fresh kernel of its own.
+
+    The kernel sees the grading material of the notebook's chapter only (nbgrader's
+    assignment id, or ``resources[CHAPTER_KEY]``): ``autograder/kernel_view.py``."""
 
     sandbox = Bool(True, config=True, help="run the kernel in the sandbox")
     prestart = Bool(False, config=True, help="start the next notebook's kernel ahead")
@@ -337,9 +382,14 @@ class GradingExecute(Execute):
             self.kernel_manager_class = SandboxedKernelManager
         self._kept: dict[tuple[int, bool], int] = {}  # (cell, printed?) -> characters kept
         self._cut: set[int] = set()  # cells whose output was cut
+        self.chapter = ""  # the notebook's chapter: nbgrader's assignment id
 
     def preprocess(self, nb, resources=None, km=None):
         self._kept, self._cut = {}, set()
+        # nbgrader's assignment id, else the chapter a caller of its own names
+        resources = resources or {}
+        named = (resources.get("nbgrader") or {}).get("assignment") or resources.get(CHAPTER_KEY)
+        self.chapter = named if named in ALL_CHAPTERS else ""
         try:
             return super().preprocess(nb, resources, km)
         finally:
@@ -350,7 +400,10 @@ class GradingExecute(Execute):
         """The kernel started ahead for this notebook, when there is one, else a new one."""
         spare = _Spare.take(self) if self.prestart and self.sandbox else None
         if spare is None:
-            return super().create_kernel_manager()
+            km = super().create_kernel_manager()
+            if isinstance(km, SandboxedKernelManager):
+                km.chapter = self.chapter
+            return km
         self.km = spare
         return spare
 
@@ -453,6 +506,7 @@ class _Spare:
         km_config = client.config.get("SandboxedKernelManager", {})
         return (
             name,
+            client.chapter,
             client.kernel_manager_class,
             repr(sorted((k, repr(v)) for k, v in km_config.items())),
             memory_limit(),
@@ -469,6 +523,7 @@ class _Spare:
         try:
             name = client.kernel_name or client.nb.metadata.get("kernelspec", {}).get("name")
             km = client.kernel_manager_class(kernel_name=name, config=client.config)
+            km.chapter = client.chapter
             preload = f"--IPKernelApp.exec_lines={PRELOAD}"
             run_sync(km.start_kernel)(extra_arguments=[*client.extra_arguments, preload])
         except Exception as error:  # the next notebook starts its own, as without this

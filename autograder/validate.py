@@ -40,7 +40,13 @@ from autograder.experiments import skip_marked
 from autograder.feedback import name_of_test
 from autograder.nbgrader_settings import CELL_TIMEOUT_S, CODE_STUB, configure, grading_settings
 from autograder.restore import restore
-from autograder.sandbox import KERNEL_NOT_GRADED, GradingExecute, bwrap_path, check_sandbox
+from autograder.sandbox import (
+    CHAPTER_KEY,
+    KERNEL_NOT_GRADED,
+    GradingExecute,
+    bwrap_path,
+    check_sandbox,
+)
 from autograder.scan import Flag, scan_notebook
 
 STUB = CODE_STUB.splitlines()[-1]  # the line a solution cell raises NotImplementedError with
@@ -121,7 +127,7 @@ def validate(
         flags=scan_notebook(nb, chapter, released, _solution(root, chapter)),
     )
     start = time.perf_counter()
-    seconds, found.stopped = execute(nb, sandbox=unsandboxed is None)
+    seconds, found.stopped = execute(nb, sandbox=unsandboxed is None, chapter=chapter)
     found.seconds = time.perf_counter() - start
     if seconds:
         index = max(seconds, key=seconds.get)
@@ -247,9 +253,9 @@ class _Said(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def execute(nb, sandbox: bool) -> tuple[dict[int, float], str | None]:
-    """Run ``nb`` in place as ``grade`` runs a submission: (seconds per code cell, why it
-    stopped before its last cell or None)."""
+def execute(nb, sandbox: bool, chapter: str = "") -> tuple[dict[int, float], str | None]:
+    """Run ``nb`` (a notebook of ``chapter``) in place as ``grade`` runs a submission:
+    (seconds per code cell, why it stopped before its last cell or None)."""
     log = logging.getLogger(__name__)
     said = _Said()
     log.addHandler(said)
@@ -259,7 +265,7 @@ def execute(nb, sandbox: bool) -> tuple[dict[int, float], str | None]:
     stopped = None
     try:
         with environment(KERNEL_ENV), tempfile.TemporaryDirectory() as folder:
-            runner.preprocess(nb, {"metadata": {"path": folder}})
+            runner.preprocess(nb, {"metadata": {"path": folder}, CHAPTER_KEY: chapter})
     except (DeadKernelError, CellTimeoutError) as error:
         why = [line for line in said.lines if line.startswith(KERNEL_NOT_GRADED)]
         stopped = why[-1].removeprefix(KERNEL_NOT_GRADED) if why else str(error)

@@ -286,7 +286,7 @@ def test_two_submissions_claiming_one_id_are_a_conflict(tmp_path):
     ]
 
 
-def test_a_conflict_is_a_warning_of_the_command(tmp_path):
+def test_a_conflict_is_a_warning_and_exit_status_1_of_the_command(tmp_path):
     inbox = tmp_path / "inbox"
     write(inbox / "smithann_11111_900001_hw.ipynb", notebook_bytes("one"))
     write(inbox / "doejohn_11111_900002_hw.ipynb", notebook_bytes("two"))
@@ -294,7 +294,7 @@ def test_a_conflict_is_a_warning_of_the_command(tmp_path):
     assert "warning: conflict: 2 notebooks from different submissions claim student id 11111" in (
         result.stderr
     )
-    assert "placed 0 notebooks" in result.stdout
+    assert "placed 0 notebooks" in result.stdout and result.returncode == 1
     assert not (tmp_path / "subs" / "11111").exists()
 
 

@@ -68,10 +68,12 @@ async def _run(
     caches=False,
     errors: list | None = None,
     chapters=(),
+    chapter: str = "",
 ):
     """``code`` in a new forked kernel (or, not ``forked``, one started anew; ``ahead``:
     from a server that imported torch._dynamo; ``caches``: one that filled the kernels'
-    caches; ``chapters``: one that did those chapters' kernels' shared work): the JSON it printed (None if it died) and the kernel's exit code (None while it
+    caches; ``chapters``: one that did those chapters' kernels' shared work, of which it
+    serves ``chapter``'s): the JSON it printed (None if it died) and the kernel's exit code (None while it
     runs); the kinds of data it displayed go to ``shown``, the tracebacks of its errors to
     ``errors`` (without it, an error fails the test)."""
     config = Config()
@@ -80,6 +82,7 @@ async def _run(
     config.SandboxedKernelManager.caches_ahead = caches
     config.SandboxedKernelManager.chapters_ahead = list(chapters)
     km = SandboxedKernelManager(kernel_name="python3", config=config)
+    km.chapter = chapter
     await km.start_kernel()
     kc = km.client()
     kc.start_channels()
@@ -302,11 +305,13 @@ def test_a_kernel_forked_with_its_chapter_ahead_finds_its_work_done_and_cannot_s
     """With ``chapters-ahead`` a chapter-01 kernel starts with the chapter's recorded values
     read, the instructor's entry points looked up, num2words imported and the data set's
     number words in their cache; what one
-    kernel does to them the next one does not see. Without it, nothing of it is done."""
+    kernel does to them the next one does not see. Without it, nothing of it is done. A
+    server serves one chapter's kernels and warms up that chapter only, of the run's."""
     require_bwrap()
     ForkServer.close_current()
-    first, _ = run(SPOIL_THE_WARM_UP, chapters=["01_rnn_bottleneck"])
-    second, _ = run(SPOIL_THE_WARM_UP, chapters=["01_rnn_bottleneck"])
+    run_chapters = ["01_rnn_bottleneck", "07_spatial_transformer"]
+    first, _ = run(SPOIL_THE_WARM_UP, chapters=run_chapters, chapter="01_rnn_bottleneck")
+    second, _ = run(SPOIL_THE_WARM_UP, chapters=run_chapters, chapter="01_rnn_bottleneck")
     ForkServer.close_current()
     plain, _ = run(SPOIL_THE_WARM_UP)
     ForkServer.close_current()

@@ -179,7 +179,9 @@ def test_the_workers_start_ahead_only_with_the_switch_and_more_than_one_worker(
     from autograder import grade
 
     started = []
-    monkeypatch.setattr(grade, "start_processes", lambda count, settings: started.append(count))
+    monkeypatch.setattr(
+        grade, "start_processes", lambda count, settings, chapter="": started.append(count)
+    )
     monkeypatch.setattr(grade, "_jobs_ahead", lambda *args: 3)
     run = grade.Run(tmp_path, tmp_path, Out(tmp_path / "out"), None, None, print, [])
     grade.workers_ahead(run, {}, [], False, 2, None)

@@ -22,6 +22,12 @@ chapter 04 made from the solution notebook with hostile edits in solution cells:
   exercise that calls ``F.scaled_dot_product_attention`` and a cell below
   ``dot_product_variance`` that rebinds ``check_close``: both flagged for review, against
   the exercise whose operator it is and the exercise above;
+- ``snoop``: the solution with a cell of its own at the end that looks for every later
+  chapter's answer key from where ``attention_course`` lies (chapter 10's solution
+  notebook, reference and mistakes, the tests, the git history) and prints the grader's
+  secrets from its environment (``PGPASSWORD``, the gradebook's URL, a token, and
+  ``/proc/self/environ``) and its ``HOME``: it finds only its own chapter's material and
+  none of the secrets (``autograder/kernel_view.py``);
 - broken hand-ins: ``misnamed`` (the solution as ``<chapter> (1).ipynb``, the only notebook
   in its folder: graded, and said so), ``empty`` (a file of 0 bytes), ``two-notebooks``
   (two notebooks, neither of the chapter's name).
@@ -33,6 +39,7 @@ fails.
 
 import copy
 import os
+import re
 import subprocess
 import sys
 import time
@@ -43,6 +50,7 @@ import pytest
 from bwrap import require_bwrap
 from mutants import MUTANTS
 
+from autograder.chapters import solution_path
 from autograder.outfolder import CELLS_CSV, read_csv
 from autograder.submissions import mutate, solved_notebook, untouched_notebook, write_submission
 
@@ -128,6 +136,42 @@ for secret in {secrets!r}:
 """
 
 
+# What the grader's environment holds (set for the grading run) and a kernel must not see.
+SECRET = "hunter2-" + uuid.uuid4().hex[:8]
+GRADER_SECRETS = {
+    "PGPASSWORD": SECRET,
+    "ATTENTION_COURSE_GRADEBOOK": f"postgresql://grader:{SECRET}@localhost/course",
+    "SOME_CLOUD_TOKEN": SECRET,
+}
+# The later chapter whose answer key the snoop looks for.
+LATER = "10_attention_since_2023"
+
+SNOOP = """
+import os, pathlib, attention_course
+course = pathlib.Path(attention_course.__file__).resolve().parents[1]
+print("COURSE", sorted(os.listdir(course)))
+print("SOLUTIONS", sorted(os.listdir(course / "solutions")))
+print("REFERENCE", sorted(p.name for p in (course / "autograder" / "reference").glob("*.py")))
+print("MISTAKES", sorted(p.name for p in (course / "autograder" / "mistakes").glob("*.py")))
+for name in {wanted!r}:
+    try:
+        print("READ", name, open(course / name, encoding="utf-8", errors="replace").read())
+    except OSError as error:
+        print("COULD NOT READ", name, type(error).__name__)
+for name in {variables!r}:
+    print("ENV", name, os.environ.get(name, "<unset>"))
+print("PROC ENVIRON", open("/proc/self/environ", "rb").read().decode(errors="replace"))
+print("HOME", os.environ.get("HOME"), os.path.expanduser("~"))
+"""
+SNOOPED = [
+    f"solutions/{LATER}/{LATER}.ipynb",
+    "autograder/reference/since_2023.py",
+    "autograder/mistakes/attention_since_2023.py",
+    "tests/mutants.py",
+    ".git/HEAD",
+]
+
+
 @pytest.fixture(scope="module")
 def graded(root, tmp_path_factory):
     require_bwrap()
@@ -169,6 +213,11 @@ def graded(root, tmp_path_factory):
     nb.cells.insert(at + 1, nbformat.v4.new_code_cell(REBIND))
     write_submission(nb, submissions, "added-cells", CHAPTER)
 
+    nb = solved_notebook(root, CHAPTER)
+    snoop = SNOOP.format(wanted=SNOOPED, variables=sorted(GRADER_SECRETS))
+    nb.cells.append(nbformat.v4.new_code_cell(snoop))
+    write_submission(nb, submissions, "snoop", CHAPTER)
+
     nb = _append(solved_notebook(root, CHAPTER), "padding_mask", "import os\nos._exit(1)")
     write_submission(nb, submissions, "exit", CHAPTER)
     segfault = "import ctypes\nctypes.string_at(0)"
@@ -178,7 +227,8 @@ def graded(root, tmp_path_factory):
     command = [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out)]
     command += ["--workers", "2", "--cell-timeout", str(CELL_TIMEOUT_S)]
     start = time.perf_counter()
-    result = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600)
+    env = {**os.environ, **GRADER_SECRETS}
+    result = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600, env=env)
     seconds = time.perf_counter() - start
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     by_student = {}
@@ -231,8 +281,9 @@ def test_the_batch_finishes_and_grades_everyone(graded):
         "two-notebooks",
         "tampered",
         "added-cells",
+        "snoop",
     }
-    assert "graded 8 submissions" in graded["stdout"]  # empty, two-notebooks: nothing to run
+    assert "graded 9 submissions" in graded["stdout"]  # empty, two-notebooks: nothing to run
 
 
 def test_tampered_test_cells_score_what_the_code_earns(graded):
@@ -377,3 +428,51 @@ def test_grade_without_bwrap_says_what_to_install(root, tmp_path):
     assert "bwrap is missing" in result.stderr
     assert "apt-get install -y bubblewrap" in result.stderr and "--no-sandbox" in result.stderr
     assert not (tmp_path / "out" / "nbgrader").exists()  # nothing graded
+
+
+def _snooped(graded) -> str:
+    """What the snoop's last cell printed."""
+    _, nb = _autograded(graded, "snoop")
+    return "\n".join(o.get("text", "") for o in nb.cells[-1].get("outputs", []))
+
+
+def test_a_kernel_sees_only_its_own_chapters_material(graded):
+    shown = _snooped(graded)
+    assert "SOLUTIONS ['04_dot_product_attention']" in shown, shown
+    assert "REFERENCE ['__init__.py', 'attention.py']" in shown, shown
+    assert "MISTAKES ['__init__.py', 'dot_product_attention.py']" in shown, shown
+    listed = re.search(r"COURSE (\[.*\])", shown).group(1)
+    for name in ("tests", "benchmarks", "book", ".git", "notebooks", "_build"):
+        assert repr(name) not in listed, listed
+    for name in SNOOPED:
+        assert f"COULD NOT READ {name} FileNotFoundError" in shown, shown
+
+
+def test_no_later_chapters_file_reaches_a_feedback_page(graded, root):
+    page = (graded["out"] / "feedback" / "snoop" / f"{CHAPTER}.html").read_text(encoding="utf-8")
+    assert "COULD NOT READ" in page  # the cell's output is on the page ...
+
+    def code_lines(path) -> set[str]:
+        nb = nbformat.read(path, as_version=4)
+        return {
+            line.strip()
+            for cell in nb.cells
+            if cell.cell_type == "code"
+            for line in cell.source.splitlines()
+            if len(line.strip()) > 30
+        }
+
+    # chapter 10's code (solutions, hidden tests) but for the set-up lines every chapter has
+    solution_lines = code_lines(root / SNOOPED[0]) - code_lines(solution_path(root, CHAPTER))
+    leaked = [line for line in solution_lines if line in page]  # ... but nothing of chapter 10
+    assert leaked == [], leaked[:5]
+
+
+def test_no_secret_of_the_graders_environment_reaches_a_kernel(graded):
+    shown = _snooped(graded)
+    for name in GRADER_SECRETS:
+        assert f"ENV {name} <unset>" in shown, shown
+    assert SECRET not in shown
+    assert "PROC ENVIRON" in shown and "HOME /tmp /tmp" in shown, shown
+    page = (graded["out"] / "feedback" / "snoop" / f"{CHAPTER}.html").read_text(encoding="utf-8")
+    assert SECRET not in page

@@ -221,8 +221,8 @@ def test_workers_started_ahead_and_dead_before_their_first_job_are_replaced(
 
     killed = []
 
-    def started_then_killed(count, settings):
-        started = pool.start_processes(count, settings)
+    def started_then_killed(count, settings, chapter=""):
+        started = pool.start_processes(count, settings, chapter)
         started.submit(int).result()  # the warm-ups have run before this
         for process in list(started._processes.values()):
             os.kill(process.pid, signal.SIGKILL)

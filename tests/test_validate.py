@@ -175,7 +175,7 @@ def test_the_untouched_notebook_lists_every_exercise_as_not_done(
 ):
     """Without running it (its run is that of a bit of everything, every exercise not
     done), and here without bwrap: the check says that it ran unsandboxed."""
-    monkeypatch.setattr(validate_module, "execute", lambda nb, sandbox: ({}, None))
+    monkeypatch.setattr(validate_module, "execute", lambda nb, sandbox, chapter: ({}, None))
     monkeypatch.setattr(validate_module, "bwrap_path", lambda: None)
     nbformat.write(untouched_notebook(root, CHAPTER), tmp_path / "my attempt.ipynb")
     assert main(["validate", str(tmp_path / "my attempt.ipynb")]) == 1  # chapter from cells
