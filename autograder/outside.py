@@ -19,7 +19,9 @@ student's code never touched:
   ``OUT/keys/<chapter>.json`` for the instructor to read;
 - ``verify``: each test cell that earned points and has sketches in the key must have handed
   out as many sketches, each like the key's: the same kind, shape, dtype (any floating
-  dtype matches another, as ``check_close`` compares floats in float64), NaN and inf
+  dtype matches another here: ``check_close`` checks the dtype in the kernel where the
+  exercise states one, and a float32 result of a float64 exercise differs from the key's
+  values by more than a float64 key's tolerance), NaN and inf
   counts, the same bool or number within tolerance, and for a tensor each projection
   within what ``check_close``'s rule allows (see ``handout.py``), with the *key's* atol and
   rtol. Otherwise the cell's points become 0, with the status
