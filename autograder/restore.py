@@ -24,14 +24,15 @@ was put back is said in one line, which ``grade`` shows as a warning and in the 
 
 import copy
 import json
-import shutil
 import uuid
 from pathlib import Path
+
+import nbformat
 
 from autograder.cells import exercise_above, metadata
 from autograder.cells import grade_id as cell_grade_id
 from autograder.experiments import skip_marked
-from autograder.inert import course_text, make_inert
+from autograder.inert import course_text, made_inert, make_inert, placeholder_notebook
 from autograder.outfolder import Out
 
 
@@ -61,7 +62,7 @@ def exercises_of_locked_cells(released: dict) -> dict[str, str]:
 def restore(submitted: dict, released: dict) -> tuple[dict, str | None]:
     """``submitted`` (a notebook as JSON) with the cells of ``released`` put back as
     released, and a line saying what was put back (None when nothing was). A notebook of
-    another format than 4 (nbformat converts it when it reads it) is left as it is."""
+    another format than 4 is left as it is (``stage`` converts it first)."""
     if submitted.get("nbformat") != 4 or not isinstance(submitted.get("cells"), list):
         return submitted, None
     originals = {cell_grade_id(c): c for c in released["cells"] if cell_grade_id(c)}
@@ -141,17 +142,30 @@ def _unique_ids(cells: list) -> None:
         taken.add(cell["id"])
 
 
+def _as_json_4(text: str) -> dict:
+    """The notebook whose file holds ``text``, as JSON of nbformat 4: as it is when it is of
+    format 4 (restore reads what nbformat would refuse), else converted by nbformat."""
+    submitted = json.loads(text)
+    if isinstance(submitted, dict) and submitted.get("nbformat") == 4:
+        return submitted
+    return json.loads(json.dumps(nbformat.reads(text, as_version=4)))
+
+
 def stage(out: Out, path: Path, student: str, chapter: str, released: dict) -> str | None:
-    """Write the submission at ``path`` where nbgrader takes it from, its released cells
-    put back as released (:func:`restore`) and the experiment cells marked in the release
-    stubbed out (``autograder/experiments.py``), and made inert (``autograder/inert.py``:
-    its outputs dropped, for nbgrader runs it afresh); what was put back."""
+    """Write the submission at ``path`` where nbgrader takes it from, converted to nbformat
+    4, its released cells put back as released (:func:`restore`) and the experiment cells
+    marked in the release stubbed out (``autograder/experiments.py``), and made inert
+    (``autograder/inert.py``: its outputs dropped, for nbgrader runs it afresh); what was
+    put back. When that fails, the notebook is staged as handed in but made inert (a
+    placeholder notebook when it cannot be read as one), never copied as it is, and the
+    line says so."""
     if chapter not in released:
         released[chapter] = json.loads(out.released(chapter).read_text(encoding="utf-8"))
     staged = out.submitted(student, chapter)
     staged.parent.mkdir(parents=True, exist_ok=True)
+    course = course_text(released[chapter])
     try:
-        submitted = json.loads(path.read_text(encoding="utf-8"))
+        submitted = _as_json_4(path.read_text(encoding="utf-8"))
         # the experiments no score depends on, first: the release OUT holds has them as
         # stubs already (a locked one would otherwise be "put back" for every student)
         skip_marked(submitted, released[chapter])
@@ -159,10 +173,28 @@ def stage(out: Out, path: Path, student: str, chapter: str, released: dict) -> s
         for cell in restored["cells"]:
             if isinstance(cell, dict) and cell.get("cell_type") == "code":
                 cell["outputs"], cell["execution_count"] = [], None
-        make_inert(restored, course_text(released[chapter]))
-    except Exception as error:  # nbformat read it: leave it to nbgrader as it is
-        if Path(path).resolve() != staged.resolve():
-            shutil.copyfile(path, staged)
-        return f"its cells could not be checked ({type(error).__name__}: {error})"
-    staged.write_text(json.dumps(restored, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        make_inert(restored, course)
+        text = json.dumps(restored, indent=1, ensure_ascii=False) + "\n"
+    except Exception as error:  # staged as handed in, made inert: never copied as it is
+        _stage_inert(path, staged, course)
+        return (
+            f"its cells could not be checked ({type(error).__name__}: {str(error)[:200]}); it is graded "
+            "as handed in, its markup made inert"
+        )
+    staged.write_text(text, encoding="utf-8")
     return repaired
+
+
+def _stage_inert(path: Path, staged: Path, course: set[str]) -> None:
+    """Write the notebook at ``path`` to ``staged`` made inert, its outputs cleared (a
+    placeholder notebook when it is not one)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        nb = placeholder_notebook(f"{type(error).__name__}: {error}")
+    else:
+        nb = made_inert(text, course)
+    for cell in nb["cells"]:
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+    staged.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

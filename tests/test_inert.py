@@ -56,6 +56,14 @@ def display(data, metadata=None):
         '<p title="x" onclick="alert(1)">x</p>',
         "<style>body{background:url(/api/contents)}</style>",
         "<b>x</b><!-- a comment -->",
+        # an id or a class a page binds to (the formgrader's score box and buttons)
+        '<table class="dataframe"><tr><td>1</td></tr></table>',
+        '<div class="nbgrader_cell"><div class="full-credit">load the figure</div></div>',
+        '<span id="test_attention_masked">x</span>',
+        '<span class="k full-credit">x</span>',
+        "<h6>test_attention_masked</h6>",
+        "<b>x</b><![ x",
+        "<b title='unclosed>x</b>",
     ],
 )
 def test_html_with_anything_beyond_the_allowlist_is_not_inert(html):
@@ -66,7 +74,7 @@ def test_html_with_anything_beyond_the_allowlist_is_not_inert(html):
     "html",
     [
         "<b>bold</b> &amp; <em>emphasis</em>",
-        '<table border="1" class="dataframe"><thead><tr style="text-align: right;"><th></th>'
+        '<table border="1"><thead><tr style="text-align: right;"><th></th>'
         "<th>a</th></tr></thead><tbody><tr><th>0</th><td>1</td></tr></tbody></table>",
         '<a href="https://example.org/page">a link</a>',
         f'<img src="data:image/png;base64,{PNG}" alt="plot">',
@@ -106,7 +114,7 @@ def test_markdown_with_markup_is_shown_as_text(source):
     "source",
     [
         "My answer: **the scale** keeps the variance at $1$, since $\\mathrm{Var}(q \\cdot k) = d_k$.",
-        "# A heading\n\n- a list\n- of `code`\n\n> a quote\n\n| a | b |\n|:--|--:|\n| 1 | 2 |",
+        "A paragraph\n\n- a list\n- of `code`\n\n> a quote\n\n| a | b |\n|:--|--:|\n| 1 | 2 |",
         "a < b and c > d & e, [the paper](https://arxiv.org/abs/1706.03762)",
         "```python\n<script>not run: code</script>\n```",
     ],
