@@ -14,10 +14,13 @@ as the cell's heading instead of nbgrader's "Test cell".
 """
 
 import ast
+import bisect
 import functools
 import html
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 from jinja2 import pass_context
@@ -89,20 +92,12 @@ class TestNames(Preprocessor):
 
 # --- math ---------------------------------------------------------------------------------
 
-# What Jupyter's markdown treats as math, in the order nbconvert's renderer tries it, after
-# what must stay as it is: fenced code blocks and code spans (a `$` in code is not math),
-# and an escaped dollar.
-_MARKDOWN = re.compile(
-    r"(?P<fence>^[ ]{0,3}(?P<mark>`{3,}|~{3,})[^\n]*\n.*?(?:^[ ]{0,3}(?P=mark)[`~]*[ \t]*$|\Z))"
-    r"|(?P<code>(?P<ticks>`+)(?!`).*?(?<!`)(?P=ticks)(?!`))"
-    r"|(?P<escaped>\\\$)"
-    r"|(?<!\\)\$\$(?P<display>.+?)(?<!\\)\$\$"
-    r"|(?<!\\)\\\\\[(?P<display_latex>.+?)(?<!\\)\\\\\]"
-    r"|(?P<environment>\\begin\{(?P<env>[a-zA-Z]*\*?)\}.*?\\end\{(?P=env)\})"
-    r"|(?<![$\\])\$(?P<inline>[^$]+?)(?<![$\\])\$"
-    r"|(?<!\\)\\\\\((?P<inline_latex>.+?)(?<!\\)\\\\\)",
-    re.DOTALL | re.MULTILINE,
-)
+# The most of one markdown cell, and of one formula, that the page shows. A student's cell
+# is theirs to make as long as they like; beyond these, the grader's time (latex2mathml's,
+# nbconvert's markdown renderer's) is better spent on the next submission, and the page
+# says what it left out.
+MAX_MARKDOWN = 50_000
+MAX_FORMULA = 2_000
 
 # Environments that only say "this is a display equation", and the ones latex2mathml knows
 # by their amsmath inner names.
@@ -114,7 +109,8 @@ _OPERATORS = re.compile(r"\\arg(?![a-zA-Z])")
 # Characters that markdown (mistune, in nbconvert) would read as syntax in the text between
 # the MathML tags: written as character references, they reach the page as themselves.
 _MARKDOWN_SYNTAX = re.compile(r"[\\`*_\[\]!|~$]")
-_TEXT = re.compile(r">([^<]+)<")
+# Line breaks in a formula's text, which markdown would read as the start of a new block.
+_LINE_BREAKS = re.compile(r"[\r\n\t\f\v\x85\u2028\u2029]")
 
 
 def _protect(text: str) -> str:
@@ -122,36 +118,143 @@ def _protect(text: str) -> str:
     return _MARKDOWN_SYNTAX.sub(lambda m: f"&#{ord(m.group())};", text)
 
 
+def _escaped(text: str) -> str:
+    """``text`` as page text: HTML-escaped, on one line, markdown's syntax as references."""
+    return _protect(html.escape(_LINE_BREAKS.sub(" ", text), quote=False))
+
+
 def _source(latex: str) -> str:
-    """The LaTeX shown as itself, in code, where it cannot be rendered."""
-    return f'<code class="math-source">{_protect(html.escape(latex.strip(), quote=False))}</code>'
-
-
-def latex_to_mathml(latex: str, display: bool = False) -> str:
-    """MathML for ``latex``, on one line and safe to put into markdown as raw HTML; the
-    LaTeX source in a ``<code>`` element where latex2mathml cannot convert it."""
-    from latex2mathml.converter import convert
-
+    """The LaTeX shown as itself, in code, where it cannot be rendered; of a formula longer
+    than ``MAX_FORMULA``, its start and a note of how long it is."""
     tex = latex.strip()
-    if not tex:
-        return _source(latex)
+    if len(tex) <= MAX_FORMULA:
+        return f'<code class="math-source">{_escaped(tex)}</code>'
+    note = f"(a formula of {len(tex):,} characters: the page shows its first {MAX_FORMULA:,})"
+    return f'<code class="math-source">{_escaped(tex[:MAX_FORMULA])}</code> <em>{note}</em>'
+
+
+# The MathML the page may show: the elements latex2mathml writes, less those that link,
+# load or hold HTML (maction, mglyph, semantics' annotation-xml), and for each attribute
+# the values it may take. Anything else in a formula's MathML (an ``href``, a ``style``, a
+# ``class``, an element of the student's) and the formula is shown as its source instead.
+MATHML_ELEMENTS = frozenset(
+    {
+        "math", "mrow", "mi", "mn", "mo", "ms", "mtext", "mspace", "msub", "msup",
+        "msubsup", "mfrac", "msqrt", "mroot", "mover", "munder", "munderover", "mtable",
+        "mtr", "mtd", "mlabeledtr", "mstyle", "mpadded", "mphantom", "menclose", "merror",
+        "mmultiscripts", "mprescripts", "none",
+    }
+)  # fmt: skip
+# A length of at most three digits before the point: room for any spacing command, none
+# for one that moves a formula's box far over the rest of the page.
+_LENGTH = (
+    r"[+-]?(?:\d{1,3}(?:\.\d*)?|\.\d+)(?:em|ex|pt|px|mu|%|width|height|depth)?"
+    r"|(?:negative)?(?:very){0,2}(?:thin|medium|thick)mathspace"
+)
+_LENGTHS = rf"(?:{_LENGTH})(?: (?:{_LENGTH}))*"
+_WORDS = r"[a-z]{1,20}(?:[ -][a-z]{1,20}){0,30}"
+_TRUTH = r"true|false"
+_VALUES = {
+    "display": r"block|inline",
+    "mathvariant": _WORDS,
+    "form": r"prefix|infix|postfix",
+    "linebreak": r"auto|newline|nobreak|goodbreak|badbreak",
+    "scriptlevel": r"[+-]?\d",
+    "mathcolor": r"#[0-9a-fA-F]{3,8}|[a-zA-Z]{1,20}",
+    "mathbackground": r"#[0-9a-fA-F]{3,8}|[a-zA-Z]{1,20}",
+    **dict.fromkeys(
+        ("stretchy", "fence", "separator", "accent", "accentunder", "movablelimits",
+         "largeop", "symmetric", "displaystyle", "equalrows", "equalcolumns"),
+        _TRUTH,
+    ),
+    **dict.fromkeys(
+        ("width", "height", "depth", "lspace", "rspace", "voffset", "minsize", "maxsize",
+         "linethickness", "mathsize"),
+        _LENGTH,
+    ),
+    **dict.fromkeys(("rowspacing", "columnspacing", "framespacing"), _LENGTHS),
+    **dict.fromkeys(
+        ("columnalign", "rowalign", "columnlines", "rowlines", "frame", "notation"), _WORDS
+    ),
+}  # fmt: skip
+MATHML_ATTRIBUTES = {name: re.compile(rf"(?:{value})\Z") for name, value in _VALUES.items()}
+_MATHML_NAMESPACE = "http://www.w3.org/1998/Math/MathML"
+
+
+class _NotAllowed(ValueError):
+    """latex2mathml wrote something the page does not show (see ``MATHML_ELEMENTS``)."""
+
+
+def _attribute(name: str, value: str) -> str:
+    """`` name="value"`` where the allowlist takes ``value`` (which then holds no quote,
+    ampersand or angle bracket); raises ``_NotAllowed`` otherwise."""
+    pattern = MATHML_ATTRIBUTES.get(name)
+    if pattern is None or not pattern.match(value):
+        raise _NotAllowed(f"attribute {name}={value[:40]!r}")
+    return f' {name}="{value}"'
+
+
+def _mathml_text(text: str) -> str:
+    """A text node of latex2mathml's tree as page text. latex2mathml writes its own
+    characters as references (``&#x0003C;``) and the student's as they are (its ``convert``
+    then unescapes the whole document, which is how ``\\text{<a ...>}`` became markup): read
+    both as characters, then escape them all."""
+    shown = html.unescape(text)
+    if "\\" in shown:  # a command latex2mathml does not know, kept as text
+        raise _NotAllowed("an unknown command")
+    return _escaped(shown)
+
+
+def _rebuilt(element, out: list[str]) -> None:
+    """Write ``element`` (latex2mathml's tree) into ``out`` as MathML made only of the
+    allowlist's elements and attributes, every text escaped; raises ``_NotAllowed``."""
+    if element.tag not in MATHML_ELEMENTS:
+        raise _NotAllowed(f"element {str(element.tag)[:40]!r}")
+    attributes = "".join(
+        _attribute(name, value)
+        for name, value in element.attrib.items()
+        if not (name == "xmlns" and value == _MATHML_NAMESPACE)
+    )
+    out.append(f"<{element.tag}{attributes}>")
+    if element.text:
+        out.append(_mathml_text(element.text))
+    for child in element:
+        _rebuilt(child, out)
+        if child.tail:
+            out.append(_mathml_text(child.tail))
+    out.append(f"</{element.tag}>")
+
+
+def _prepared(tex: str) -> str:
+    """``tex`` in the LaTeX latex2mathml knows: amsmath's environments by their inner
+    names, no display wrapper, ``\\arg`` as an operator name."""
     for name, inner in _RENAMED.items():
         tex = tex.replace(f"\\begin{{{name}}}", f"\\begin{{{inner}}}")
         tex = tex.replace(f"\\end{{{name}}}", f"\\end{{{inner}}}")
     tex = _DISPLAY_WRAPPERS.sub("", tex)
-    tex = _OPERATORS.sub(r"\\operatorname{arg}", tex)
+    return _OPERATORS.sub(r"\\operatorname{arg}", tex)
+
+
+@functools.lru_cache(maxsize=4096)  # a class hands in the course's formulas, and its own
+def latex_to_mathml(latex: str, display: bool = False) -> str:
+    """MathML for ``latex``, on one line and safe to put into markdown as raw HTML: rebuilt
+    from latex2mathml's tree with the allowlist (``MATHML_ELEMENTS``), every text escaped.
+    Where latex2mathml cannot convert it, or writes anything outside the allowlist, or the
+    formula is longer than ``MAX_FORMULA``: the LaTeX source in a ``<code>`` element."""
+    from latex2mathml.converter import convert_to_element
+
+    tex = latex.strip()
+    if not tex or len(tex) > MAX_FORMULA:
+        return _source(latex)
+    tex = _prepared(tex)
     if writes_attributes(tex):  # a student's link or style has no place in the page
         return _source(latex)
+    out: list[str] = []
     try:
-        mathml = convert(tex, display="block" if display else "inline")
-    except Exception:  # latex2mathml raises many kinds; none may stop the feedback
+        _rebuilt(convert_to_element(tex, display="block" if display else "inline"), out)
+    except Exception:  # latex2mathml raises many kinds, the allowlist _NotAllowed: fail closed
         return _source(latex)
-    texts = _TEXT.findall(mathml)
-    if any("\\" in t for t in texts):  # a command latex2mathml does not know, kept as text
-        return _source(latex)
-    mathml = mathml.replace(' xmlns="http://www.w3.org/1998/Math/MathML"', "", 1)
-    mathml = mathml.replace("\n", " ")
-    return _TEXT.sub(lambda m: f">{_protect(m.group(1))}<", mathml)
+    return "".join(out)
 
 
 def writes_attributes(latex: str) -> bool:
@@ -162,38 +265,195 @@ def writes_attributes(latex: str) -> bool:
     return any(c in latex for c in (commands.HREF, commands.CLASS, commands.STYLE))
 
 
-_FORMULA_GROUPS = ("display", "display_latex", "environment", "inline", "inline_latex")
+# --- where the formulas of a markdown cell are: one pass, left to right -------------------
+#
+# What Jupyter's markdown treats as math, in the order nbconvert's renderer tries it at
+# each place, after what must stay as it is: fenced code blocks and code spans (a `$` in
+# code is not math), and an escaped dollar. One pattern with every delimiter's `.*?` (as
+# before) tried again from every opening delimiter whose closing one never comes: a cell of
+# `\begin{` cost time in the square of its length. Here every closing delimiter is found
+# once, up front, and a formula's end is a binary search among them.
+
+_SPECIAL = re.compile(r"[`~$\\]")  # the first character of anything the scan looks for
+_RUN = re.compile(r"`+|~+")  # a fence's mark, a code span's ticks
+# A line that may close a fenced block: the block's mark, more of its characters, blanks.
+_FENCE_LINE = re.compile(r"^[ ]{0,3}([`~]+)[ \t]*$", re.MULTILINE)
+_BEGIN = re.compile(r"\\begin\{([a-zA-Z]*\*?)\}")
+_END = re.compile(r"\\end\{([a-zA-Z]*\*?)\}")
+
+
+class Piece(NamedTuple):
+    """A stretch of a markdown cell: ``text`` (markdown), ``code`` (kept as it is: a fenced
+    block, a code span, an escaped dollar) or ``formula`` (its LaTeX in ``latex``)."""
+
+    kind: str
+    start: int
+    end: int
+    latex: str = ""
+    display: bool = False
+    unclosed: str = ""  # the mark of a fenced block the cell's end leaves open
+
+
+def _positions(pattern: str, source: str) -> list[int]:
+    return [m.start() for m in re.finditer(pattern, source)]
+
+
+def _first(positions: list[int], at_least: int) -> int | None:
+    """The first of the sorted ``positions`` at or after ``at_least``, or None."""
+    k = bisect.bisect_left(positions, at_least)
+    return positions[k] if k < len(positions) else None
+
+
+class _Closers:
+    """Where each closing delimiter of ``source`` stands, found once."""
+
+    def __init__(self, source: str):
+        self.dollar = _positions(r"\$", source)
+        self.display = _positions(r"(?<!\\)(?=\$\$)", source)  # $$$ holds two
+        self.display_latex = _positions(r"(?<!\\)\\\\\]", source)
+        self.inline_latex = _positions(r"(?<!\\)\\\\\)", source)
+        self.ends: dict[str, list[tuple[int, int]]] = {}
+        for m in _END.finditer(source):
+            self.ends.setdefault(m.group(1), []).append((m.start(), m.end()))
+        self.ticks: dict[int, list[int]] = {}  # a run's length: where such runs start
+        for m in re.finditer("`+", source):
+            self.ticks.setdefault(m.end() - m.start(), []).append(m.start())
+
+
+def _fence_at(source: str, at: int, mark: str, scanned: int) -> Piece | None:
+    """The fenced code block that the run of backticks or tildes ``mark`` at ``at`` opens,
+    if it starts its line (no earlier than ``scanned``, after at most three spaces) and
+    the line ends."""
+    line = at
+    while line > scanned and at - line < 3 and source[line - 1] == " ":
+        line -= 1
+    if len(mark) < 3 or (line and source[line - 1] != "\n"):
+        return None
+    newline = source.find("\n", at + len(mark))
+    if newline < 0:
+        return None
+    seek = newline + 1
+    while (closing := _FENCE_LINE.search(source, seek)) is not None:
+        if closing.group(1).startswith(mark):
+            return Piece("code", line, closing.end())
+        seek = closing.end() + 1
+    return Piece("code", line, len(source), unclosed=mark)
+
+
+def _backslash_at(source: str, at: int, closers: _Closers) -> Piece | None:
+    """The escaped dollar, ``\\\\[...\\\\]``, environment or ``\\\\(...\\\\)`` at ``at``."""
+    if source.startswith("\\$", at):
+        return Piece("code", at, at + 2)
+    free = at == 0 or source[at - 1] != "\\"
+    if free and source.startswith("\\\\[", at):
+        end = _first(closers.display_latex, at + 4)
+        if end is not None:
+            return Piece("formula", at, end + 3, source[at + 3 : end], True)
+    begun = _BEGIN.match(source, at)
+    if begun:
+        ends = closers.ends.get(begun.group(1), [])
+        k = bisect.bisect_left(ends, (begun.end(), -1))
+        if k < len(ends):
+            return Piece("formula", at, ends[k][1], source[at : ends[k][1]], True)
+    if free and source.startswith("\\\\(", at):
+        end = _first(closers.inline_latex, at + 4)
+        if end is not None:
+            return Piece("formula", at, end + 3, source[at + 3 : end], False)
+    return None
+
+
+def _dollar_at(source: str, at: int, closers: _Closers) -> Piece | None:
+    """The ``$$...$$`` or ``$...$`` formula at ``at``."""
+    before = source[at - 1] if at else ""
+    if source.startswith("$$", at) and before != "\\":
+        end = _first(closers.display, at + 3)
+        if end is not None:
+            return Piece("formula", at, end + 2, source[at + 2 : end], True)
+    if before not in ("$", "\\"):
+        end = _first(closers.dollar, at + 1)
+        if end is not None and end > at + 1 and source[end - 1] != "\\":
+            return Piece("formula", at, end + 1, source[at + 1 : end], False)
+    return None
+
+
+def pieces(source: str) -> Iterator[Piece]:
+    """The markdown ``source`` as consecutive pieces of text, code and formulas, read in one
+    pass: each place is looked at once, each formula's end found by a binary search."""
+    closers = _Closers(source)
+    done = seek = 0  # what is yielded; where the next piece may start
+    while (special := _SPECIAL.search(source, seek)) is not None:
+        at, char, found = special.start(), special.group(), None
+        if char in "`~":
+            run = _RUN.match(source, at).group()
+            found = _fence_at(source, at, run, done)
+        if found is None and char == "`":
+            closing = _first(closers.ticks.get(len(run), []), at + len(run) + 1)
+            if closing is not None:
+                found = Piece("code", at, closing + len(run))
+        if found is None and char in "`~":  # a run nothing closes is text
+            seek = at + len(run)
+            continue
+        elif char == "\\":
+            found = _backslash_at(source, at, closers)
+        elif char == "$":
+            found = _dollar_at(source, at, closers)
+        if found is None:
+            seek = at + 1
+            continue
+        if found.start > done:
+            yield Piece("text", done, found.start)
+        yield found
+        done = seek = found.end
+    if done < len(source):
+        yield Piece("text", done, len(source))
 
 
 def formulas(source: str) -> list[str]:
     """The LaTeX of every formula in the markdown ``source`` (not in code)."""
-    return [
-        m.group(g)
-        for m in _MARKDOWN.finditer(source)
-        for g in _FORMULA_GROUPS
-        if m.group(g) is not None
-    ]
+    return [p.latex for p in pieces(source) if p.kind == "formula"]
+
+
+# What would still open a formula for nbconvert's markdown renderer in the text between
+# the formulas (a `$`, `\\[`, `\\(` or `\begin{` that nothing closes): as references, the
+# renderer shows them as themselves, and does not look for their end from each of them
+# (its patterns, like the old one here, take time in the square of a cell of them).
+_OPENERS = re.compile(r"\$|(?<=\\begin)\{|(?<=(?<!\\)\\\\)[\[(]")
+
+
+def _without_openers(text: str) -> str:
+    return _OPENERS.sub(lambda m: f"&#{ord(m.group())};", text)
+
+
+def _shown_part(source: str) -> tuple[str, str]:
+    """The part of a markdown cell the page shows, and the note that says what it left
+    out (empty for a cell of at most ``MAX_MARKDOWN`` characters)."""
+    if len(source) <= MAX_MARKDOWN:
+        return source, ""
+    note = (
+        f"\n\n*This cell holds {len(source):,} characters: the page shows its first "
+        f"{MAX_MARKDOWN:,}.*\n"
+    )
+    return source[:MAX_MARKDOWN], note
 
 
 def markdown_math_to_mathml(source: str) -> str:
     """``source`` (markdown) with every formula replaced by its MathML (see
-    ``latex_to_mathml``); code and escaped dollars stay as they are."""
-
-    def replace(m: re.Match) -> str:
-        if m.group("fence") or m.group("code") or m.group("escaped"):
-            return m.group()
-        for group, display in (
-            ("display", True),
-            ("display_latex", True),
-            ("environment", True),
-            ("inline", False),
-            ("inline_latex", False),
-        ):
-            if m.group(group) is not None:
-                return latex_to_mathml(m.group(group), display)
-        return m.group()  # pragma: no cover (every alternative is a group above)
-
-    return _MARKDOWN.sub(replace, source)
+    ``latex_to_mathml``); code and escaped dollars stay as they are. Of a cell longer than
+    ``MAX_MARKDOWN``, the start, and a note."""
+    shown, note = _shown_part(source)
+    parts, unclosed = [], ""
+    for piece in pieces(shown):
+        text = shown[piece.start : piece.end]
+        if piece.kind == "formula":
+            parts.append(latex_to_mathml(piece.latex, piece.display))
+        elif piece.kind == "text":
+            parts.append(_without_openers(text))
+        else:
+            parts.append(text)
+            unclosed = piece.unclosed
+    if note and unclosed:  # the note goes after the code block the cut left open
+        parts.append(f"\n{unclosed}")
+    return "".join(parts) + note
 
 
 class MarkdownMath(Preprocessor):
@@ -205,14 +465,16 @@ class MarkdownMath(Preprocessor):
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type == "markdown":
-            on = speedups.on("page-parts-once")
-            convert = _remembered_mathml if on else markdown_math_to_mathml
+            remember = speedups.on("page-parts-once") and len(cell.source) <= _REMEMBERED_MAX
+            convert = _remembered_mathml if remember else markdown_math_to_mathml
             cell.source = convert(cell.source)
         return cell, resources
 
 
-# A class hands in the course's markdown cells unchanged: each one's MathML is made once.
+# A class hands in the course's markdown cells unchanged: each one's MathML is made once
+# (a cell no longer than the course's would be: no student's megabytes kept for the run).
 _remembered_mathml = functools.lru_cache(maxsize=4096)(markdown_math_to_mathml)
+_REMEMBERED_MAX = 20_000
 
 
 # --- the exporter: the same page, faster for a class ---------------------------------------
