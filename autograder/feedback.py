@@ -23,16 +23,19 @@ from pathlib import Path
 from typing import NamedTuple
 
 import nbformat
+import nh3
 from jinja2 import pass_context
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.preprocessors import Preprocessor
+from pygments.token import STANDARD_TYPES
 from traitlets import Bool
 
 from autograder import speedups
 from autograder.cells import grade_id, is_graded, is_solution
 from autograder.chapters import solution_path
+from autograder.inert import ATTRIBUTES, TAGS
 from autograder.outfolder import GradeRow, HandGrade, Out
 
 # Where the feedback template keeps what it shows for a test cell.
@@ -477,6 +480,63 @@ _remembered_mathml = functools.lru_cache(maxsize=4096)(markdown_math_to_mathml)
 _REMEMBERED_MAX = 20_000
 
 
+# --- what the page writes of a markdown cell: held to an allowlist, whatever made it ------
+#
+# A student's markdown cell reaches the page only if autograder/inert.py found its HTML
+# inert; but that HTML was rendered before the math here became MathML, and the class
+# attribute it allows is the page's own bootstrap's (``navbar-fixed-top``,
+# ``modal-backdrop``: positioned over the page). So the HTML of every markdown cell is held
+# once more to an allowlist, that of inert.py and the MathML above, with classes only where
+# nbconvert's renderer writes them (a heading's anchor link, highlighted code).
+
+_PAGE_TAGS = frozenset(TAGS | {"details", "summary"} | MATHML_ELEMENTS)
+_PAGE_ATTRIBUTES = {
+    **{tag: set(names) for tag, names in ATTRIBUTES.items()},
+    **{tag: set(MATHML_ATTRIBUTES) for tag in MATHML_ELEMENTS},
+    "details": {"open"},
+}
+_CLASSES = {
+    "a": {"anchor-link"},
+    "code": {"math-source"},
+    "div": {"highlight"},
+    "span": set(STANDARD_TYPES.values()) - {""},  # pygments' token classes
+}
+_HREF = re.compile(r"(#|https?://|mailto:)", re.IGNORECASE)
+_IMAGE_DATA = re.compile(r"data:image/(png|jpeg);base64,[A-Za-z0-9+/=\s]*\Z")
+_ALIGN = re.compile(r"text-align:\s*(left|right|center);?\Z")
+
+
+def _page_attribute(element: str, attribute: str, value: str) -> str | None:
+    """The value the page keeps, or None to drop the attribute."""
+    if element in MATHML_ELEMENTS:
+        return value if MATHML_ATTRIBUTES[attribute].match(value) else None
+    if attribute == "class":
+        allowed = _CLASSES.get(element, set())
+        return value if value.split() and set(value.split()) <= allowed else None
+    if attribute == "href":
+        return value if _HREF.match(value.strip()) else None
+    if attribute == "src":
+        return value if _IMAGE_DATA.match(value) else None
+    if attribute == "style":
+        return value if _ALIGN.match(value.strip()) else None
+    return value
+
+
+def page_safe(fragment: str) -> str:
+    """``fragment`` (a markdown cell's HTML) as the page may show it: nothing but the
+    allowlist's elements and attributes (no style element, no form, meta, base, link or
+    iframe, no positioning class, no link but to the web, mail or the page itself)."""
+    return nh3.clean(
+        fragment,
+        tags=set(_PAGE_TAGS),
+        attributes=_PAGE_ATTRIBUTES,
+        attribute_filter=_page_attribute,
+        link_rel=None,
+        url_schemes={"http", "https", "mailto", "data"},
+        strip_comments=True,
+    )
+
+
 # --- the exporter: the same page, faster for a class ---------------------------------------
 
 
@@ -548,24 +608,28 @@ class FeedbackExporter(HTMLExporter):
 
     @pass_context
     def markdown2html(self, context, source):
-        """nbconvert's markdown filter, its HTML remembered for the process where it depends
-        on the source and the exporter's settings alone (no attachments, no image read from
-        a file into the page)."""
+        """nbconvert's markdown filter, held to the page's allowlist (``page_safe``); its HTML
+        remembered for the process where it depends on the source and the exporter's
+        settings alone (no attachments, no image read from a file into the page)."""
         cell = context.get("cell", {})
         if not speedups.on("page-parts-once") or cell.get("attachments") or self.embed_images:
-            return super().markdown2html(context, source)
+            return page_safe(super().markdown2html(context, source))
         path = context.get("resources", {}).get("metadata", {}).get("path", "")
         key = (source, path, self.anchor_link_text, self.exclude_anchor_links)
         key += (repr(sorted(self.lexer_options.items())),)
         if key not in _MARKDOWN_HTML:
+            made = page_safe(super().markdown2html(context, source))
+            if len(source) > _MARKDOWN_HTML_MAX_SOURCE:  # a student's megabytes are not kept
+                return made
             if len(_MARKDOWN_HTML) >= _HIGHLIGHTED_MAX:
                 _MARKDOWN_HTML.clear()
-            _MARKDOWN_HTML[key] = super().markdown2html(context, source)
+            _MARKDOWN_HTML[key] = made
         return _MARKDOWN_HTML[key]
 
 
 # A markdown cell's HTML by its source and the exporter's settings, for the life of the process.
 _MARKDOWN_HTML: dict[tuple, str] = {}
+_MARKDOWN_HTML_MAX_SOURCE = 100_000  # characters of a cell (its math as MathML) remembered
 
 
 # Highlighted HTML by (lexer, source, language), for the life of the process.
@@ -597,7 +661,21 @@ def _remembered(highlight, lexer):
 # --- what the grader decided after the page was written -----------------------------------
 
 NOTICE_START, NOTICE_END = "<!-- course-notice -->", "<!-- /course-notice -->"
-_NOTICE = re.compile(re.escape(NOTICE_START) + r".*?" + re.escape(NOTICE_END) + r"\n?", re.S)
+
+
+def _without_notices(page: str) -> str:
+    """``page`` without the notices an earlier run put there: one pass (a pattern with
+    ``.*?`` would look for the end again from every start that has none)."""
+    kept, at = [], 0
+    while (start := page.find(NOTICE_START, at)) >= 0:
+        end = page.find(NOTICE_END, start + len(NOTICE_START))
+        if end < 0:
+            break
+        kept.append(page[at:start])
+        at = end + len(NOTICE_END)
+        at += page.startswith("\n", at)
+    kept.append(page[at:])
+    return "".join(kept)
 
 
 def notice_html(lowered: list[tuple[str, str, float, float, str]], total: tuple) -> str:
@@ -636,7 +714,7 @@ def by_hand_html(scored: list[tuple[str, str, float, float]]) -> str:
 def with_notice(page: str, notice: str | None) -> str:
     """``page`` with its notice replaced by ``notice`` (None: no notice), at the top of the
     body; a page given its own notice again is unchanged."""
-    page = _NOTICE.sub("", page)
+    page = _without_notices(page)
     if not notice:
         return page
     anchor = page.find('<a id="top"></a>')
