@@ -199,8 +199,12 @@ def is_inert_html(html: str) -> bool:
     """Whether the course's allowlist leaves ``html`` whole: no tag, attribute or URL in it
     that the sanitiser would take out. False for a fragment longer than ``MAX_CHECKED``, or
     one that cannot be read."""
-    if not isinstance(html, str) or len(html) > MAX_CHECKED:
-        return False
+    return isinstance(html, str) and len(html) <= MAX_CHECKED and _is_whole(html)
+
+
+def _is_whole(html: str) -> bool:
+    """:func:`is_inert_html` at any length (linear): for the HTML nbconvert renders from a
+    markdown cell whose length was checked, which may be a few times as long."""
     try:
         return _tokens(sanitised(html)) == _tokens(html)
     except Exception:  # fail closed: what cannot be compared is not inert
@@ -253,7 +257,7 @@ def is_inert_markdown(source: str, attachments: dict | None = None) -> bool:
     try:
         html, raw = _render(source, attachments)
         formulas = not _is_as_text(source) and _formula_writes_markup(source)
-        return not raw and is_inert_html(html) and not formulas
+        return not raw and _is_whole(html) and not formulas
     except Exception:  # a missing attachment, a renderer's error: show it as text
         return False
 
@@ -562,6 +566,8 @@ def _as_version_4(nb: dict) -> str | None:
         converted = json.loads(json.dumps(nbformat.convert(nbformat.from_dict(nb), 4)))
         if not isinstance(converted.get("cells"), list):
             raise ValueError("no list of cells once converted")
+        for key in ("orig_nbformat", "orig_nbformat_minor"):  # nbformat's, said in the note
+            converted.get("metadata", {}).pop(key, None)
         note = f"the notebook was converted from nbformat {nb['nbformat']} to 4"
     except Exception as error:
         converted = placeholder_notebook(_why(error))
