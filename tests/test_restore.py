@@ -4,6 +4,7 @@ a tampered notebook end to end)."""
 
 import copy
 import json
+import re
 
 import nbformat
 import pytest
@@ -163,3 +164,74 @@ def test_a_malformed_notebook_does_not_stop_it(released):
     assert "nbgrader" not in restored["cells"][3]["metadata"]
     assert note.startswith("cells put back as released: test_attention_unmasked (deleted")
     assert note.endswith("run ungraded, their nbgrader metadata removed: a cell")
+
+
+PAYLOAD = '<img src="x" onerror="alert(1)"><div class="full-credit">x</div>'
+
+
+def _staged(root, tmp_path, text: str):
+    """``text`` staged as a submission of ``CHAPTER`` into a fresh OUT: (note, notebook)."""
+    from autograder.chapters import release_path
+    from autograder.outfolder import Out
+    from autograder.restore import stage
+
+    out = Out(tmp_path / "out")
+    path = tmp_path / "handed-in.ipynb"
+    path.write_text(text, encoding="utf-8")
+    released = {CHAPTER: json.loads(release_path(root, CHAPTER).read_text(encoding="utf-8"))}
+    note = stage(out, path, "student", CHAPTER, released)
+    staged = out.submitted("student", CHAPTER).read_text(encoding="utf-8")
+    return note, json.loads(staged)
+
+
+def _no_markup(nb) -> None:
+    from autograder.inert import rendered_markdown
+
+    for c in nb["cells"]:
+        assert c["cell_type"] != "raw" or c["source"] == ""  # none in this chapter's release
+        source = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+        if c["cell_type"] == "markdown":
+            tags = re.findall(r"<[^>]*>", rendered_markdown(source))
+            assert not any("onerror" in t or "full-credit" in t for t in tags), tags
+        assert c.get("outputs", []) == []
+
+
+def test_an_nbformat_3_submission_is_converted_restored_and_made_inert(root, tmp_path, solved):
+    nb = nbformat.reads(json.dumps(solved), as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell(PAYLOAD))
+    v3 = nbformat.writes(nbformat.convert(nb, 3), version=3)
+    assert json.loads(v3)["nbformat"] == 3
+    note, staged = _staged(root, tmp_path, v3)
+    assert staged["nbformat"] == 4
+    assert "could not be checked" not in (note or ""), note
+    assert cell(staged, "test_attention_masked")["source"]  # restored: the tests are there
+    _no_markup(staged)
+    assert "a markdown cell was shown as text" in " ".join(
+        staged["metadata"]["autograder"]["inert"]
+    )
+
+
+def test_a_submission_that_cannot_be_restored_is_staged_inert_never_as_it_is(
+    root, tmp_path, solved, monkeypatch
+):
+    from autograder import restore as module
+
+    def broken(*args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(module, "restore", broken)
+    solved["cells"].append(nbformat.v4.new_markdown_cell(PAYLOAD))
+    solved["cells"].append(nbformat.v4.new_raw_cell(PAYLOAD))
+    text = json.dumps(solved)
+    note, staged = _staged(root, tmp_path, text)
+    assert note.startswith("its cells could not be checked (RuntimeError: boom)")
+    assert note.endswith("it is graded as handed in, its markup made inert")
+    _no_markup(staged)
+    assert staged["cells"][-1]["cell_type"] == "markdown"  # the raw cell: text
+
+
+def test_a_submission_that_is_not_a_notebook_is_staged_as_a_placeholder(root, tmp_path):
+    note, staged = _staged(root, tmp_path, '{"nbformat": 9, "cells": "<script>"}')
+    assert note.startswith("its cells could not be checked")
+    assert "<script>" not in json.dumps(staged)
+    assert "could not be read" in staged["metadata"]["autograder"]["inert"][0]
