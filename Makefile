@@ -42,9 +42,17 @@ benchmark: setup
 release: setup
 	$(PY) -m autograder release
 
-# The student kit (autograder/kit.py): the student package's wheel, the notebooks, one zip.
+# The student kit (autograder/kit.py) of the chapters up to THROUGH, the last chapter open to
+# the class: the student package's wheel, their notebooks, one zip. THROUGH=all is the kit of
+# every chapter, for self-study; there is no default.
+#   make kit THROUGH=04_dot_product_attention
+ifneq ($(filter kit,$(MAKECMDGOALS)),)
+ifeq ($(strip $(THROUGH)),)
+$(error make kit needs THROUGH, the last chapter open to the class: make kit THROUGH=04_dot_product_attention (or THROUGH=all for a self-study kit of every chapter, which holds the earlier chapters' answers))
+endif
+endif
 kit: setup
-	$(PY) -m autograder kit --out _build/kit
+	$(PY) -m autograder kit --out _build/kit --through $(if $(filter all,$(THROUGH)),$$($(PY) -c "from autograder.chapters import ALL_CHAPTERS; print(ALL_CHAPTERS[-1])"),$(THROUGH))
 
 check: setup
 	$(PY) -m autograder check

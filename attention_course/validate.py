@@ -21,6 +21,7 @@ import copy
 import os
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -98,6 +99,22 @@ def prepare(nb: dict, released: dict) -> tuple[dict, list[str]]:
     return nb, put_back
 
 
+def _kernel_transport(sockets: Path) -> dict:
+    """How the kernel talks to this process: over Unix sockets in ``sockets`` (a private
+    folder), except on Windows, where ZeroMQ has none.
+
+    Over TCP, ipykernel warns on every start that the traffic is not encrypted: a student
+    can do nothing about it, and it sat above every report. Its sockets in a folder of this
+    process's own is what the warning asks for; on Windows the kernel's warnings alone are
+    left out (``log_level`` ERROR: its errors still show, and a cell's errors are in the
+    report)."""
+    if os.name == "nt":
+        return {"extra_arguments": ["--IPKernelApp.log_level=ERROR"]}
+    from traitlets.config import Config
+
+    return {"config": Config({"KernelManager": {"transport": "ipc", "ip": str(sockets / "k")}})}
+
+
 def run(nb: dict, folder: Path) -> dict:
     """Run ``nb`` top to bottom in a fresh kernel (grading mode, in ``folder``)."""
     import nbformat
@@ -107,13 +124,15 @@ def run(nb: dict, folder: Path) -> dict:
     saved = os.environ.get("ATTENTION_COURSE_GRADING")
     os.environ["ATTENTION_COURSE_GRADING"] = "1"
     try:
-        NotebookClient(
-            notebook,
-            timeout=300,
-            kernel_name="python3",
-            allow_errors=True,
-            resources={"metadata": {"path": str(folder)}},
-        ).execute()
+        with tempfile.TemporaryDirectory(prefix="attention-course-kernel-") as sockets:
+            NotebookClient(
+                notebook,
+                timeout=300,
+                kernel_name="python3",
+                allow_errors=True,
+                resources={"metadata": {"path": str(folder)}},
+                **_kernel_transport(Path(sockets)),
+            ).execute()
     finally:
         if saved is None:
             os.environ.pop("ATTENTION_COURSE_GRADING", None)

@@ -1,16 +1,26 @@
 """``python -m autograder kit`` (``make kit``): what a student installs, and nothing of the
 instructor's side.
 
-    python -m autograder kit [--out _build/kit] [--through CHAPTER]
+    python -m autograder kit --through CHAPTER [--out _build/kit]    (make kit THROUGH=CHAPTER)
 
 writes, in ``--out``:
 
-- ``attention_course_kit-<version>-py3-none-any.whl``: the student package
+- ``attention_course_kit-<kit version>-py3-none-any.whl``: the student package
   ``attention_course`` (data, vocabularies, the training loop, plots, widgets, the checks,
   the recorded values the visible tests compare with), depending on the student's packages
   only (:data:`STUDENT`, pinned as ``pyproject.toml`` pins them);
-- ``notebooks/``: every chapter's student notebook, and ``AGENTS.md``;
-- ``attention-course-kit-<version>.zip``: both, with a README, for an LMS.
+- ``notebooks/``: the student notebooks of the chapters up to CHAPTER, and ``AGENTS.md``;
+- ``attention-course-kit-<kit version>-through-<CHAPTER>.zip``: both, with a README, for an
+  LMS.
+
+Each kit has a version of its own, :func:`kit_version`: the release (``attention_course``'s
+``__version__``, which a notebook names and ``attention_course/recorded.py`` compares) and
+the number of its last chapter, ``0.1.0.4`` for the kit through ``04_dot_product_attention``.
+pip orders them, so installing a later chapter's kit into the environment of an earlier
+one replaces it (the same command for every chapter; torch, already satisfied, stays), as
+pip installs any other version of it; one version for every kit made pip keep the first
+("already satisfied"). There is no default chapter: ``--through all`` is the kit of every
+chapter, for self-study, and holds the answers of every chapter that a later one builds on.
 
 The reference implementations, the hidden tests, the mistake catalogue, the solution
 notebooks and the grader (``autograder/``, ``solutions/``) are not in it. Some chapters
@@ -32,7 +42,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-from autograder.chapters import ALL_CHAPTERS
+from autograder.chapters import ALL_CHAPTERS, CourseError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,13 +67,30 @@ STUDENT = (
     "nbclient",
 )
 
-README = """\
-# The attention course: student kit {version}
+# PyTorch's own index of its CPU builds: pip takes torch from there, the rest from PyPI (on
+# Linux, PyPI's torch is the CUDA build, gigabytes that a laptop's CPU does not use).
+TORCH_CPU = "https://download.pytorch.org/whl/cpu"
 
-1. Make a virtual environment with Python 3.11 and install the kit in it:
+README = """\
+# The attention course: student kit {kit_version} (chapters up to {through})
+
+Unzip each kit your instructor hands out into a folder of its own: it holds fresh copies of
+the earlier chapters' notebooks, which must never overwrite your work. The commands below
+run in the kit's folder.
+
+1. The first time, make a virtual environment with Python 3.11 (on Windows, course\\Scripts\\
+   instead of course/bin/ below):
 
        python3.11 -m venv course
-       course/bin/pip install {wheel}          (on Windows: course\\Scripts\\pip ...)
+
+   Then install the kit, with this same command for every chapter's kit (the CPU build of
+   torch comes from PyTorch's own index):
+
+       course/bin/pip install --extra-index-url {torch_cpu} {pattern}
+
+   For a later chapter's kit, course/ is the environment you made the first time (for
+   example ../<your first kit's folder>/course/bin/pip): the later kit replaces the earlier
+   one in seconds, torch and the rest stay as they are.
 
 2. Open the notebooks:  course/bin/jupyter lab notebooks/
 
@@ -74,6 +101,13 @@ README = """\
 The notebooks go with the course's website; AGENTS.md says what AI assistants may do.
 """
 
+NO_THROUGH = (
+    "say which chapters the kit holds: --through CHAPTER (make kit THROUGH=CHAPTER), the last "
+    "chapter open to the class, for example --through 04_dot_product_attention; or "
+    "--through all for a self-study kit of every chapter (it holds the answers of the "
+    "earlier chapters that later ones build on). Chapters: {chapters}"
+)
+
 
 def version() -> str:
     namespace: dict = {}
@@ -81,6 +115,34 @@ def version() -> str:
     line = next(line for line in init.splitlines() if line.startswith("__version__"))
     exec(line, namespace)
     return namespace["__version__"]
+
+
+def chapter_through(value: str | None) -> str:
+    """The last chapter of the kit that ``--through value`` asks for: a chapter id, or
+    ``all`` (the last chapter). No value is an error that says what to pass."""
+    if not value:
+        raise CourseError(NO_THROUGH.format(chapters=", ".join(ALL_CHAPTERS)))
+    if value == "all":
+        return ALL_CHAPTERS[-1]
+    if value not in ALL_CHAPTERS:
+        raise CourseError(f"--through {value}: not a chapter ({', '.join(ALL_CHAPTERS)}, all)")
+    return value
+
+
+def kit_version(through: str) -> str:
+    """The version of the kit through ``through``: the release, then the chapter's number
+    (``0.1.0`` and ``04_dot_product_attention`` give ``0.1.0.4``), so that pip takes a later
+    chapter's kit for an upgrade of an earlier one's."""
+    return f"{version()}.{int(through.split('_', 1)[0])}"
+
+
+def wheel_name(through: str) -> str:
+    return f"{DISTRIBUTION.replace('-', '_')}-{kit_version(through)}-py3-none-any.whl"
+
+
+def zip_name(through: str) -> str:
+    """The kit's zip, named by its version and its last chapter."""
+    return f"{DISTRIBUTION}-{kit_version(through)}-through-{through}.zip"
 
 
 def student_pins() -> list[str]:
@@ -131,7 +193,6 @@ def handed_out_module(chapter: str) -> str:
 
 
 def build_wheel(out: Path, through: str = ALL_CHAPTERS[-1]) -> Path:
-    kit_version = version()
     after, unanswered = later(through)
     recorded = {f"{c}.pt" for c in after}
     handed_out = {f"{handed_out_module(c)}.py" for c in unanswered}
@@ -153,7 +214,7 @@ def build_wheel(out: Path, through: str = ALL_CHAPTERS[-1]) -> Path:
         released.mkdir()
         for chapter in ALL_CHAPTERS[: len(ALL_CHAPTERS) - len(after)]:
             shutil.copy(ROOT / "notebooks" / chapter / f"{chapter}.ipynb", released)
-        (source / "pyproject.toml").write_text(pyproject(kit_version))
+        (source / "pyproject.toml").write_text(pyproject(kit_version(through)))
         subprocess.run(
             [
                 sys.executable,
@@ -169,7 +230,7 @@ def build_wheel(out: Path, through: str = ALL_CHAPTERS[-1]) -> Path:
             ],
             check=True,
         )
-    return out / f"{DISTRIBUTION.replace('-', '_')}-{kit_version}-py3-none-any.whl"
+    return out / wheel_name(through)
 
 
 def build(out: Path, through: str = ALL_CHAPTERS[-1]) -> dict[str, Path]:
@@ -186,12 +247,19 @@ def build(out: Path, through: str = ALL_CHAPTERS[-1]) -> dict[str, Path]:
         notebooks,
         ignore=shutil.ignore_patterns(".ipynb_checkpoints", *after),
     )
-    suffix = "" if through == ALL_CHAPTERS[-1] else f"-through-{through}"
-    archive = out / f"{DISTRIBUTION}-{version()}{suffix}.zip"
+    archive = out / zip_name(through)
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
         z.write(wheel, wheel.name)
         for path in sorted(notebooks.rglob("*")):
             if path.is_file():
                 z.write(path, path.relative_to(out).as_posix())
-        z.writestr("README.md", README.format(version=version(), wheel=wheel.name))
+        z.writestr(
+            "README.md",
+            README.format(
+                kit_version=kit_version(through),
+                through=through,
+                torch_cpu=TORCH_CPU,
+                pattern=f"{DISTRIBUTION.replace('-', '_')}-*.whl",
+            ),
+        )
     return {"wheel": wheel, "notebooks": notebooks, "zip": archive}
