@@ -35,7 +35,6 @@ from traitlets import Bool
 from autograder import speedups
 from autograder.cells import grade_id, is_graded, is_solution
 from autograder.chapters import solution_path
-from autograder.inert import ATTRIBUTES, TAGS
 from autograder.outfolder import GradeRow, HandGrade, Out
 
 # Where the feedback template keeps what it shows for a test cell.
@@ -110,8 +109,9 @@ _RENAMED = {"align": "aligned", "align*": "aligned", "gather": "gathered", "gath
 _OPERATORS = re.compile(r"\\arg(?![a-zA-Z])")
 
 # Characters that markdown (mistune, in nbconvert) would read as syntax in the text between
-# the MathML tags: written as character references, they reach the page as themselves.
-_MARKDOWN_SYNTAX = re.compile(r"[\\`*_\[\]!|~$]")
+# the MathML tags: written as character references, they reach the page as themselves. The
+# colon too, or mistune's url plugin would make a link of an ``http://`` in a formula.
+_MARKDOWN_SYNTAX = re.compile(r"[\\`*_\[\]!|~$:]")
 # Line breaks in a formula's text, which markdown would read as the start of a new block.
 _LINE_BREAKS = re.compile(r"[\r\n\t\f\v\x85\u2028\u2029]")
 
@@ -122,8 +122,9 @@ def _protect(text: str) -> str:
 
 
 def _escaped(text: str) -> str:
-    """``text`` as page text: HTML-escaped, on one line, markdown's syntax as references."""
-    return _protect(html.escape(_LINE_BREAKS.sub(" ", text), quote=False))
+    """``text`` as page text: HTML-escaped (quotes too: nothing in it reads as an
+    attribute), on one line, markdown's syntax as references."""
+    return _protect(html.escape(_LINE_BREAKS.sub(" ", text)))
 
 
 def _source(latex: str) -> str:
@@ -486,22 +487,41 @@ _REMEMBERED_MAX = 20_000
 # inert; but that HTML was rendered before the math here became MathML, and the class
 # attribute it allows is the page's own bootstrap's (``navbar-fixed-top``,
 # ``modal-backdrop``: positioned over the page). So the HTML of every markdown cell is held
-# once more to an allowlist, that of inert.py and the MathML above, with classes only where
-# nbconvert's renderer writes them (a heading's anchor link, highlighted code).
+# once more to an allowlist of what nbconvert's renderer writes and the MathML above, with
+# classes only where that renderer writes them (a heading's anchor link, highlighted code).
 
-_PAGE_TAGS = frozenset(TAGS | {"details", "summary"} | MATHML_ELEMENTS)
+# What nbconvert's markdown renderer writes for plain markdown (a heading and its anchor
+# link, a table, highlighted code, an attached image) and a hint's collapsed block.
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+_PAGE_TAGS = frozenset(
+    {
+        "a", "abbr", "b", "blockquote", "br", "caption", "code", "del", "details", "div",
+        "em", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "span", "strong", "sub",
+        "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul",
+        *_HEADINGS, *MATHML_ELEMENTS,
+    }
+)  # fmt: skip
 _PAGE_ATTRIBUTES = {
-    **{tag: set(names) for tag, names in ATTRIBUTES.items()},
-    **{tag: set(MATHML_ATTRIBUTES) for tag in MATHML_ELEMENTS},
+    "a": {"href", "title", "class"},
+    "img": {"src", "alt", "title", "width", "height"},
+    "th": {"style", "colspan", "rowspan"},
+    "td": {"style", "colspan", "rowspan"},
+    "tr": {"style"},
+    "table": {"border"},
     "details": {"open"},
+    **{tag: {"class"} for tag in ("div", "span", "pre", "code")},
+    **{tag: {"id"} for tag in _HEADINGS},
+    **{tag: set(MATHML_ATTRIBUTES) for tag in MATHML_ELEMENTS},
 }
+# The ids of the page's own elements, which a heading's may not take.
+_PAGE_IDS = {"top", "toc", "notebook", "notebook-container"}
 _CLASSES = {
     "a": {"anchor-link"},
     "code": {"math-source"},
     "div": {"highlight"},
     "span": set(STANDARD_TYPES.values()) - {""},  # pygments' token classes
 }
-_HREF = re.compile(r"(#|https?://|mailto:)", re.IGNORECASE)
+_HREF = re.compile(r"#\S*\Z")  # a place in the page: a heading's anchor
 _IMAGE_DATA = re.compile(r"data:image/(png|jpeg);base64,[A-Za-z0-9+/=\s]*\Z")
 _ALIGN = re.compile(r"text-align:\s*(left|right|center);?\Z")
 
@@ -510,6 +530,8 @@ def _page_attribute(element: str, attribute: str, value: str) -> str | None:
     """The value the page keeps, or None to drop the attribute."""
     if element in MATHML_ELEMENTS:
         return value if MATHML_ATTRIBUTES[attribute].match(value) else None
+    if attribute == "id":
+        return None if value.strip().lower() in _PAGE_IDS else value
     if attribute == "class":
         allowed = _CLASSES.get(element, set())
         return value if value.split() and set(value.split()) <= allowed else None
@@ -525,7 +547,8 @@ def _page_attribute(element: str, attribute: str, value: str) -> str | None:
 def page_safe(fragment: str) -> str:
     """``fragment`` (a markdown cell's HTML) as the page may show it: nothing but the
     allowlist's elements and attributes (no style element, no form, meta, base, link or
-    iframe, no positioning class, no link but to the web, mail or the page itself)."""
+    iframe, no positioning class, no link but to a place in the page itself: a student's
+    link to elsewhere keeps its text, not its ``href``)."""
     return nh3.clean(
         fragment,
         tags=set(_PAGE_TAGS),
