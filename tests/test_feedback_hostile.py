@@ -349,7 +349,8 @@ def test_a_hostile_page_stays_put_in_a_browser(tmp_path):
     assert not requested, requested
     assert not seen["positioned"], seen["positioned"]
     assert not seen["links"] and not seen["refresh"] and seen["middle"] is None, seen
-    assert "You passed: click here" in seen["text"]  # shown, as the student's text
+    shown = " ".join(seen["text"].replace("\xa0", " ").split())
+    assert "You passed: click here" in shown  # shown, as the student's text
 
 
 def test_the_scan_agrees_with_the_old_patterns_where_they_were_right():
