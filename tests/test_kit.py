@@ -614,3 +614,19 @@ def test_validate_says_ready_for_a_finished_notebook_from_the_kit(built, tmp_pat
         text=True,
     )
     assert result.returncode == 2 and "not a notebook that can be read" in result.stderr
+
+
+def test_each_kit_has_a_version_of_its_own(kit_through):
+    """The wheel, the zip and the README of the kit through a chapter carry its version
+    (``kit.kit_version``: pip installs a later chapter's kit over an earlier one's), and the
+    README takes torch from PyTorch's CPU index."""
+    chapter, built = kit_through
+    version = kit.kit_version(chapter)
+    assert built["wheel"].name == kit.wheel_name(chapter)
+    assert built["zip"].name == kit.zip_name(chapter)
+    with zipfile.ZipFile(built["wheel"]) as wheel:
+        metadata = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+        assert f"\nVersion: {version}\n" in wheel.read(metadata).decode()
+    with zipfile.ZipFile(built["zip"]) as z:
+        readme = z.read("README.md").decode()
+    assert version in readme and f"--extra-index-url {kit.TORCH_CPU}" in readme
