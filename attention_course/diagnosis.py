@@ -49,6 +49,9 @@ from attention_course.scan import FORBIDDEN, scan_cell
 from attention_course.watch import Call, Recorder, Replay, add_to_message, cell_source, given
 
 SOLUTION = "<solution>"  # the fingerprints' name for what the solution itself gives
+# What the kit says of a graded question's known mistake: the release records no text of it
+# (its ``says`` is empty), since read as a checklist the texts would give the answer away.
+QUESTION = "a known mistake of this question"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +132,8 @@ def _same_outcome(
 
 class Fingerprints:
     """A chapter's recorded results of its known mistakes on the visible tests' inputs:
-    ``says`` (mistake -> what is wrong), ``exercise`` (mistake -> grade id), ``defines``
+    ``says`` (mistake -> what is wrong; empty for a graded question's), ``exercise`` (mistake
+    -> grade id), ``defines``
     (grade id -> the names its cell defines), ``calls`` (one entry per recorded call: its
     :func:`call_key` and ``results``, version -> :func:`outcome`)."""
 
@@ -311,7 +315,11 @@ class Diagnosis:
             )
         found = self.matching(error)
         exercise = " / ".join(self.names)
-        if len(found) == 1:
+        if len(found) == 1 and not found[0].says:
+            lines.append(
+                f"Diagnosis: your {exercise} behaves like {QUESTION} {self.seen}. {found[0].tag}"
+            )
+        elif len(found) == 1:
             lines.append(
                 f"Diagnosis: your {exercise} behaves like a known mistake {self.seen}: "
                 f"{found[0].says}. {found[0].tag}"
@@ -319,7 +327,7 @@ class Diagnosis:
         elif found:
             lines.append(
                 f"Diagnosis: your {exercise} behaves like these known mistakes {self.seen}: "
-                + "; or ".join(f"{m.says} {m.tag}" for m in found)
+                + "; or ".join(f"{m.says or QUESTION} {m.tag}" for m in found)
                 + "."
             )
         elif lines and isinstance(error, RuntimeError | ValueError | IndexError):

@@ -10,9 +10,10 @@ released, in ``attention_course/data/recorded/<chapter>.pt``::
     expected = ref.scaled_dot_product_attention(Q, K, V, mask)   # what the reference gave
 
 Each call is looked up by its arguments (tensors within the checks' tolerances): a call the
-release recorded returns the recorded result; any other call raises :class:`NotRecorded`,
-a failed check (a test reaches the reference with inputs that came out of your own code,
-and those differ from what the reference's run gave them). A class gives a stand-in module:
+release recorded returns the recorded result; any other call raises :class:`NotRecorded`, a
+failed check. The recorded reference is not the reference: it answers only the calls the
+release made, so calling it on other inputs (your own, or a test's that your code changed on
+the way) is not supported. A class gives a stand-in module:
 the recorded parameters under the reference's names (so a test can load them into your
 layer, or count them), whose methods answer the recorded calls.
 
@@ -52,6 +53,43 @@ ATOL, RTOL = 1e-5, 1e-4
 
 class NotRecorded(AssertionError):
     """A test asked the recorded reference for a call the release did not record."""
+
+
+def quantised(value: float, step: float) -> float:
+    """``value`` on a grid of relative ``step`` (0.1: neighbours 10 % apart): how a recorded
+    value is kept where the visible test accepts that much (a measurement it compares with
+    within 10 %), so that the recording is no more precise than the test. 0, infinities and
+    NaN are kept as they are."""
+    value = float(value)
+    if value == 0 or not math.isfinite(value):
+        return value
+    grid = math.log1p(step)
+    return math.copysign(math.exp(round(math.log(abs(value)) / grid) * grid), value)
+
+
+def rounded(x, step: float):
+    """Packed data with each number replaced by its :func:`quantised` value, tagged so that
+    :func:`close` compares another number with it on the same grid."""
+    if isinstance(x, bool) or x is None:
+        return x
+    if isinstance(x, int | float):
+        return {"~": "rounded", "v": quantised(x, step), "step": step}
+    if isinstance(x, list):
+        return [rounded(v, step) for v in x]
+    if isinstance(x, dict) and x.get("~") in (None, "tuple", "dict", "namedtuple"):
+        return {k: rounded(v, step) if k == "v" or x.get("~") is None else v for k, v in x.items()}
+    return x
+
+
+def _close_rounded(a: dict, b) -> bool:
+    """A rounded number (:func:`rounded`) against another: on the same grid, the same point."""
+    if isinstance(b, dict) and b.get("~") == "rounded":
+        return a["step"] == b["step"] and math.isclose(a["v"], b["v"], rel_tol=1e-9)
+    if isinstance(b, bool) or not isinstance(b, int | float):
+        return False
+    return math.isclose(a["v"], quantised(b, a["step"]), rel_tol=1e-9) or (
+        a["v"] != a["v"] and b != b
+    )
 
 
 class KitMismatch(RuntimeError):
@@ -221,7 +259,12 @@ def unpack(x):
 
 def close(a, b) -> bool:
     """Two packed values agree: tensors by dtype, shape and values within the checks'
-    tolerances, modules by class and state, the rest exactly (numbers within tolerance)."""
+    tolerances, modules by class and state, the rest exactly (numbers within tolerance; a
+    rounded number, :func:`rounded`, on its grid)."""
+    if isinstance(a, dict) and a.get("~") == "rounded":
+        return _close_rounded(a, b)
+    if isinstance(b, dict) and b.get("~") == "rounded":
+        return _close_rounded(b, a)
     if isinstance(a, dict) and isinstance(b, dict):
         if a.get("~") != b.get("~"):
             return False
@@ -285,7 +328,7 @@ def digest(x):
         return [digest(v) for v in x]
     if not isinstance(x, dict):
         return x
-    if x.get("~") in ("generator", "shape", "digest", "dtype", "callable", "repr"):
+    if x.get("~") in ("generator", "shape", "digest", "dtype", "callable", "repr", "rounded"):
         return x  # leaves
     if x.get("~") == "tensor":
         if x["v"].numel() <= DIGEST or not x["v"].is_floating_point():
@@ -350,6 +393,9 @@ class Book:
         self.calls: dict[str, list[dict]] = calls or {}
         # the known mistakes' fingerprints (:mod:`attention_course.diagnosis`)
         self.mistakes: dict = mistakes or {}
+        # while recording: the names the test block now running watches (``diagnose``'s),
+        # written beside each call it records (the release keeps graded answers out by them)
+        self.block: list[str] | None = None
 
     @classmethod
     def load(cls, chapter: str, folder: Path = DATA) -> Book:
@@ -415,10 +461,13 @@ class Book:
                 f"release of the course than the installed kit ({__version__})?"
             )
         raise NotRecorded(
-            f"the test needs the reference's {name} on inputs it did not record: they came "
-            "out of your own code and differ from what the reference's run gave at this "
-            "point. Check the outputs of the code this test exercises (an earlier check may "
-            "say more)."
+            f"the recorded reference has no answer for this call of {name}: it holds only the "
+            "reference's answers to the calls the course's release made, on those exact inputs, "
+            "and these inputs differ from all of them. Calling the recorded reference on other "
+            "inputs is not supported. In a test, this means the inputs it passed on came out "
+            "of your own code and differ from what the reference computed at this point: check "
+            "what your code returns in this test (an earlier check may say more). Outside a "
+            "test, compute what you need with your own code."
         )
 
 
@@ -565,7 +614,7 @@ class Recording:
             asked = pack((args, kwargs))
             before = torch.get_rng_state()
             out = fn(*args, **kwargs)
-            book.add(key, _entry(asked, out, before, given=(args, kwargs)))
+            book.add(key, _entry(asked, out, before, given=(args, kwargs), block=book.block))
             _watch_modules(book, out)
             return out
 
@@ -583,7 +632,7 @@ def _generators(x) -> list[torch.Generator]:
     return []
 
 
-def _entry(asked, out, before, state=None, given=()) -> dict:
+def _entry(asked, out, before, state=None, given=(), block=None) -> dict:
     after = torch.get_rng_state()
     drew = not torch.equal(before, after)
     return {
@@ -596,6 +645,8 @@ def _entry(asked, out, before, state=None, given=()) -> dict:
         "state": state,
         # a generator handed to the call has drawn numbers: its state after the call
         "generators": [g.get_state() for g in _generators(given)],
+        # the names the test block that made the call watches (None: outside a block)
+        "block": None if block is None else list(block),
     }
 
 
@@ -616,7 +667,8 @@ def _watch_modules(book: Book, out) -> None:
                 asked, state = pack((args, kwargs)), pack_state(_state(_module))
                 before = torch.get_rng_state()
                 result = _bound(*args, **kwargs)
-                book.add(_name, _entry(asked, result, before, state, given=(args, kwargs)))
+                entry = _entry(asked, result, before, state, (args, kwargs), book.block)
+                book.add(_name, entry)
                 return result
 
             object.__setattr__(module, name, watched)

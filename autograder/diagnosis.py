@@ -13,7 +13,9 @@ stays as it was: a wrong answer outside the catalogue never gets a diagnosis.
 
 At release (``python -m autograder record``), a block that passes writes each mistake's
 results on the block's calls into the chapter's recording: the kit's fingerprints, with
-which the student's kernel names a mistake without the catalogue.
+which the student's kernel names a mistake without the catalogue; each call of the
+reference recorded inside a block is marked with the block's names. ``record`` then keeps
+the graded questions' answers out of what it wrote (:func:`autograder.record.keep_answers`).
 
 The diagnosis only reads: it never turns a failure into a pass, and where it cannot work
 (no solution notebook beside the package, a mistake that no longer applies) it says
@@ -97,6 +99,18 @@ class Diagnosis(kit.Diagnosis):
             for m in catalogue(self.chapter)
             if m.cell in cells and defines(cells[m.cell]) & set(self.names)
         ]
+
+    def __enter__(self):
+        book = recording_book()
+        if book is not None:  # at release: each call recorded in the block says which block
+            book.block = list(self.names)
+        return super().__enter__()
+
+    def __exit__(self, kind, error, traceback):
+        book = recording_book()
+        if book is not None:
+            book.block = None
+        return super().__exit__(kind, error, traceback)
 
     def _reaches(self) -> list:
         """For each recorded call of a module's method, the parameters each output's

@@ -8,6 +8,15 @@ in grading mode, with ``ATTENTION_COURSE_RECORD`` set: every call a visible test
 the reference, its inputs and its result, written to
 ``attention_course/data/recorded/<chapter>.pt``.
 
+A graded question keeps its answer (:func:`keep_answers`, run on what the notebook wrote):
+the known mistakes' results (the kit's fingerprints) keep one case of each question's
+functions, the one that tells the most of its mistakes apart, and none of its mistakes'
+texts; a value that the visible test compares within 10 % is kept on a grid of that step,
+no more precise than the test. What the reference measured inside a question's test block
+is kept as the test asks it (the visible test reads it); the cases and curves it holds
+beyond one are listed in ``tests/test_recordings_keep_answers.py`` until those tests measure
+them in the notebook instead.
+
 A recording that no longer fits the tests shows itself: the solution notebooks run against
 the recorded values in the test suite, and a test whose inputs or reference changed fails
 there (``NotRecorded``, or values that differ); run ``python -m autograder record`` again.
@@ -17,19 +26,51 @@ import os
 from pathlib import Path
 
 import nbformat
+import torch
 from nbclient import NotebookClient
 
 from attention_course import GRADING_ENV
-from attention_course.recorded import DATA, RECORD_ENV
+from attention_course.diagnosis import SOLUTION
+from attention_course.recorded import DATA, RECORD_ENV, close, quantised, rounded
 from autograder.chapters import CourseError, solution_path, validate_chapters
 from autograder.solutions_out import solutions_notebook
 
 SAVE = "from attention_course.recorded import save_recording\n\nsave_recording()"
 
+# The graded questions of each chapter: the grade ids of their solution cells (a number to
+# compute, a prediction checked against a measurement; the instructor guide's table lists
+# them as the chapter's "questions").
+QUESTIONS: dict[str, tuple[str, ...]] = {
+    "01_rnn_bottleneck": ("gru_parameters", "sequential_steps"),
+    "02_bahdanau_attention": ("scores_per_step", "score_multiply_adds"),
+    "03_convs2s": ("dilated_receptive_field", "dilated_layers_to_connect"),
+    "04_dot_product_attention": ("dot_product_variance", "attention_outgrows_projections"),
+    "05_multi_head_attention": ("multi_head_cost", "head_score_rank", "attention_weights_bytes"),
+    "06_transformer": ("encoder_layer_parameters", "relative_shift"),
+    "07_spatial_transformer": ("compose_theta", "reinforce_mse"),
+    "08_language_models": ("window_layers_to_reach", "kv_cache_max_len", "prefix_matching_score"),
+    "09_vision_transformer": ("token_counts", "patch_embedding_multiply_adds"),
+    "10_attention_since_2023": ("equivalent_kv_heads", "state_smaller_from"),
+}
+
+# Questions whose visible test accepts an answer within 10 % of a measurement: the answers'
+# and the mistakes' results are kept on a grid of that relative step (grade id -> step).
+ROUNDED: dict[str, dict[str, float]] = {
+    "04_dot_product_attention": {"dot_product_variance": 0.1},
+    "07_spatial_transformer": {"reinforce_mse": 0.1},
+}
+# Measurements of the reference that a visible test compares within 10 %: kept on a grid of
+# half that step (module.function -> step), so that the solution's answer, within about 2 %
+# of the measurement, stays well inside the test's 10 %, and a mistake stays outside.
+ROUNDED_CALLS: dict[str, dict[str, float]] = {
+    "07_spatial_transformer": {"hard_attention.reinforce_error": 0.05},
+}
+
 
 def record(root: Path, chapters: list[str] | None = None, out: Path = DATA) -> list[Path]:
     """Run each chapter's solution notebook (no hidden tests) recording the reference's
-    answers; write ``out/<chapter>.pt``. Returns the files written."""
+    answers; write ``out/<chapter>.pt``, the graded questions' answers kept out
+    (:func:`keep_answers`). Returns the files written."""
     written = []
     for chapter in validate_chapters(root, chapters):
         nb = solutions_notebook(root, chapter)
@@ -53,5 +94,98 @@ def record(root: Path, chapters: list[str] | None = None, out: Path = DATA) -> l
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+        data = torch.load(target, weights_only=True)
+        unnamed = keep_answers(data, chapter)
+        torch.save(data, target)
+        for mistake, why in unnamed.items():
+            print(f"{chapter}: the kit cannot name {mistake} from one case ({why})")
         written.append(target)
     return written
+
+
+# ---------------------------------------------------------------- keeping the answers out
+
+
+def question_names(prints: dict, chapter: str) -> dict[str, str]:
+    """Name of each function a graded question's cell defines -> the cell's grade id."""
+    defines = prints.get("defines", {})
+    return {name: cell for cell in QUESTIONS.get(chapter, ()) for name in defines.get(cell, ())}
+
+
+def _same(a: dict | None, b: dict | None) -> bool:
+    """Two versions' results on one call look alike to the kit's diagnosis."""
+    if a is None or b is None or a["kind"] != b["kind"]:
+        return a is None and b is None
+    if a["kind"] == "error":
+        return a["type"] == b["type"]
+    return close(a["out"], b["out"])
+
+
+def _told_apart(entry: dict, versions: list[str]) -> tuple[int, int]:
+    """(mistakes whose result on this call differs from every other version's, classes of
+    equal results): how much of a question the call alone tells apart."""
+    results = [entry["results"].get(v) for v in versions]
+    alone = sum(
+        all(not _same(results[i], results[j]) for j in range(len(versions)) if j != i)
+        for i in range(1, len(versions))
+    )
+    classes: list = []
+    for r in results:
+        if not any(_same(r, c) for c in classes):
+            classes.append(r)
+    return alone, len(classes)
+
+
+def keep_answers(data: dict, chapter: str) -> dict[str, str]:
+    """Keep the graded questions' answers out of a chapter's recording (``data``, as
+    ``torch.load`` reads it; changed in place): of the known mistakes' results on each
+    question's functions, one call (the one that tells most mistakes apart), the mistakes'
+    texts left empty (the kit then says "a known mistake of this question"); the values a
+    visible test compares within 10 % on a grid (:data:`ROUNDED`, :data:`ROUNDED_CALLS`).
+    Returns the questions' mistakes the kit can no longer name from that one case, with why."""
+    prints = data.get("mistakes") or {}
+    names = question_names(prints, chapter)
+    cells = set(QUESTIONS.get(chapter, ()))
+    mistakes = {m: cell for m, cell in prints.get("exercise", {}).items() if cell in cells}
+    for m in mistakes:
+        prints["says"][m] = ""
+    steps = ROUNDED.get(chapter, {})
+    calls = prints.get("calls", [])
+    for entry in calls:
+        step = steps.get(names.get(entry["name"], ""))
+        if step:
+            for result in entry["results"].values():
+                if result["kind"] == "ok":
+                    result["out"] = rounded(result["out"], step)
+    kept: dict[str, dict] = {}
+    for name, cell in names.items():
+        versions = [SOLUTION] + [m for m, c in mistakes.items() if c == cell]
+        candidates = [(i, e) for i, e in enumerate(calls) if e["name"] == name]
+        if candidates:
+            _, best = max(candidates, key=lambda c: (*_told_apart(c[1], versions), -c[0]))
+            kept[name] = best
+    prints["calls"] = [e for e in calls if e["name"] not in names or kept.get(e["name"]) is e]
+    for key, step in ROUNDED_CALLS.get(chapter, {}).items():
+        for entry in data["calls"].get(key, []):
+            if isinstance(entry["out"], int | float) and not isinstance(entry["out"], bool):
+                entry["out"] = quantised(entry["out"], step)
+    return _unnamed(kept, mistakes, names)
+
+
+def _unnamed(kept: dict, mistakes: dict, names: dict) -> dict[str, str]:
+    """The mistakes whose results on the kept calls of their question do not tell them apart
+    from the solution or from another mistake of it."""
+    out = {}
+    for m, cell in mistakes.items():
+        entries = [e for name, e in kept.items() if names[name] == cell]
+
+        def alike(other: str, m: str = m, entries: list = entries) -> bool:
+            return all(_same(e["results"].get(m), e["results"].get(other)) for e in entries)
+
+        if alike(SOLUTION):
+            out[m] = "it gives the solution's answer there"
+        else:
+            twins = [o for o, c in mistakes.items() if c == cell and o != m and alike(o)]
+            if twins:
+                out[m] = f"it gives what {', '.join(twins)} gives there"
+    return out

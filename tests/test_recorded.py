@@ -56,10 +56,26 @@ def test_a_recorded_call_is_answered_and_another_refused(book):
     book, _, _ = book
     ref = R.Recorded(book, "fake")
     assert torch.equal(ref.double(torch.arange(4.0)), 2 * torch.arange(4.0))
-    with pytest.raises(R.NotRecorded, match="inputs it did not record"):
+    with pytest.raises(R.NotRecorded, match="no answer for this call of double"):
         ref.double(torch.ones(4))
     with pytest.raises(AttributeError, match="another release"):
         _ = ref.triple
+
+
+def test_a_call_the_release_did_not_make_is_refused_with_what_happened_and_what_to_do(book):
+    """Issue 60, part 6: the message does not blame the student's code for a call they made
+    themselves; it says what the recorded reference is, that other inputs are not supported,
+    and what to do instead, in a test and outside one."""
+    book, _, _ = book
+    ref = R.Recorded(book, "fake")
+    with pytest.raises(R.NotRecorded) as raised:
+        ref.double(torch.full((4,), 7.0))
+    message = str(raised.value)
+    assert "only the reference's answers to the calls the course's release made" in message
+    assert "on other inputs is not supported" in message
+    assert "In a test" in message and "Outside a test, compute what you need" in message
+    assert not message.startswith("the test needs")
+    assert isinstance(raised.value, AssertionError)  # a failed check, in a test cell
 
 
 def test_a_recorded_layer_has_the_parameters_and_answers_its_calls(book):
