@@ -61,8 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--through",
         default=None,
-        help="the last chapter the kit holds (default: all); later chapters' notebooks, and "
-        "the earlier chapters' code handed out from this one on, are left out",
+        help="the last chapter the kit holds, the last one open to the class (needed; 'all' "
+        "for a self-study kit of every chapter, which holds the earlier chapters' answers); "
+        "later chapters' notebooks, and the earlier chapters' code handed out from this one "
+        "on, are left out",
     )
     p = sub.add_parser(
         "record",
@@ -315,13 +317,11 @@ def _release(args) -> int:
 
 
 def _kit(args) -> int:
-    """``kit [--out DIR] [--through CHAPTER]``: what students install (autograder/kit.py)."""
-    from autograder.chapters import ALL_CHAPTERS
-    from autograder.kit import build
+    """``kit --through CHAPTER|all [--out DIR]``: what students install (autograder/kit.py);
+    no silent kit of every chapter: ``--through`` is needed."""
+    from autograder.kit import build, chapter_through
 
-    through = args.through or ALL_CHAPTERS[-1]
-    if through not in ALL_CHAPTERS:
-        raise CourseError(f"--through {through}: not a chapter ({', '.join(ALL_CHAPTERS)})")
+    through = chapter_through(args.through)
     for name, path in build(args.out, through).items():
         size = f" ({path.stat().st_size / 1e6:.2f} MB)" if path.is_file() else ""
         print(f"{name}: {path}{size}")
