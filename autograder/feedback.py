@@ -27,6 +27,7 @@ import nh3
 from jinja2 import pass_context
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
+from nbconvert.filters.strings import files_url_pattern
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.preprocessors import Preprocessor
 from pygments.token import STANDARD_TYPES
@@ -619,6 +620,7 @@ class FeedbackExporter(HTMLExporter):
         if speedups.on("page-parts-once"):
             highlight = _remembered(highlight, lexer)
         self.register_filter("highlight_code", highlight)
+        self.register_filter("strip_files_prefix", strip_files_prefix)
         resources = self._init_resources(resources)
         self.register_filter(
             "filter_data_type",
@@ -648,6 +650,15 @@ class FeedbackExporter(HTMLExporter):
                 _MARKDOWN_HTML.clear()
             _MARKDOWN_HTML[key] = made
         return _MARKDOWN_HTML[key]
+
+
+def strip_files_prefix(text: str) -> str:
+    """nbconvert's ``strip_files_prefix`` filter for rendered HTML, in linear time: the
+    ``files/`` prefix off ``src`` and ``href``. nbconvert's also rewrites markdown links
+    (``[caption](files/...)``) with a pattern that scans to the end of the line from every
+    ``[`` (seconds for a cell of them); in HTML already rendered there are none left to
+    rewrite, only text that shows brackets."""
+    return files_url_pattern.sub(r"\1=\2", text)
 
 
 # A markdown cell's HTML by its source and the exporter's settings, for the life of the process.

@@ -199,6 +199,7 @@ PATHOLOGICAL = {
     "backticks": "``a`",
     "fences": "```\n",
     "tildes": "~",
+    "brackets": "[a",
 }
 
 
@@ -279,6 +280,17 @@ def _hostile_page(tmp_path):
     path = tmp_path / "hostile.html"
     path.write_text(page, encoding="utf-8")
     return path
+
+
+@pytest.mark.parametrize("unit", ["\\\\[ ", "[a", "$a\\$"], ids=["\\[", "[", "$"])
+def test_a_page_with_a_2_mb_cell_is_made_in_seconds(tmp_path, monkeypatch, unit):
+    """The whole page (MarkdownMath, markdown, the allowlist, the template's filters): about
+    half a second here; the old patterns and nbconvert's link filter took minutes."""
+    monkeypatch.setitem(globals(), "HOSTILE_MARKDOWN", [_cell(unit, 2_000_000)])
+    start = time.perf_counter()
+    text = _hostile_page(tmp_path).read_text(encoding="utf-8")
+    assert time.perf_counter() - start < 20
+    assert "the page shows its first 50,000" in text
 
 
 def test_the_hostile_page_holds_no_student_markup(tmp_path):
