@@ -17,7 +17,9 @@ Two sides answer this:
   mistake is run on the inputs the visible tests give, and its results are recorded beside
   the recorded values (a *fingerprint*, :class:`Fingerprints`). Your code's results are
   compared with those. A call with inputs the release did not record (a test that feeds
-  your code what your other code made, and that differs) names nothing.
+  your code what your other code made, and that differs) names nothing. Of a graded
+  question, the release records one case and no mistake's text: the kit names its mistake
+  as "a known mistake of this question", and only where that case tells it apart.
 - **The instructor's side**, where installed (grading, a course's own copy), replays each
   mistake from the catalogue on whatever inputs the test gave (``autograder/diagnosis.py``,
   plugged in as the entry point ``diagnosis`` of the group

@@ -22,6 +22,8 @@ the recorded values in the test suite, and a test whose inputs or reference chan
 there (``NotRecorded``, or values that differ); run ``python -m autograder record`` again.
 """
 
+import itertools
+import math
 import os
 from pathlib import Path
 
@@ -121,25 +123,45 @@ def _same(a: dict | None, b: dict | None) -> bool:
     return close(a["out"], b["out"])
 
 
-def _told_apart(entry: dict, versions: list[str]) -> tuple[int, int]:
-    """(mistakes whose result on this call differs from every other version's, classes of
-    equal results): how much of a question the call alone tells apart."""
-    results = [entry["results"].get(v) for v in versions]
-    alone = sum(
-        all(not _same(results[i], results[j]) for j in range(len(versions)) if j != i)
-        for i in range(1, len(versions))
-    )
-    classes: list = []
-    for r in results:
-        if not any(_same(r, c) for c in classes):
-            classes.append(r)
-    return alone, len(classes)
+def _first_apart(calls: list[dict], m: str) -> float:
+    """Where the visible test stops for mistake ``m``: the index of the first call on which
+    it gives other than the solution (inf: none). The kit sees only the calls made before."""
+    for i, e in enumerate(calls):
+        if not _same(e["results"].get(m), e["results"].get(SOLUTION)):
+            return i
+    return math.inf
+
+
+def _nameable(kept: list[tuple[int, dict]], m: str, others: list[str], stop: float) -> bool:
+    """Does the kit name ``m`` (alone) from the kept calls that its test reaches?"""
+    reached = [e for i, e in kept if i <= stop]
+
+    def alike(other: str) -> bool:
+        return all(_same(e["results"].get(m), e["results"].get(other)) for e in reached)
+
+    return bool(reached) and not alike(SOLUTION) and not any(alike(o) for o in others)
+
+
+def _choose(calls: list[dict], names: list[str], mistakes: list[str]) -> list[int]:
+    """The indices (in ``calls``) of one call of each of a question's functions: those from
+    which the kit names the most of its mistakes, each from the calls its test reaches
+    before it fails there; of equals, the earliest."""
+    stops = {m: _first_apart(calls, m) for m in mistakes}
+    options = [[i for i, e in enumerate(calls) if e["name"] == n] for n in names]
+    best, chosen = None, []
+    for combo in itertools.product(*[o for o in options if o]):
+        kept = [(i, calls[i]) for i in combo]
+        named = sum(_nameable(kept, m, [o for o in mistakes if o != m], stops[m]) for m in mistakes)
+        score = (named, -sum(combo))
+        if best is None or score > best:
+            best, chosen = score, list(combo)
+    return chosen
 
 
 def keep_answers(data: dict, chapter: str) -> dict[str, str]:
     """Keep the graded questions' answers out of a chapter's recording (``data``, as
     ``torch.load`` reads it; changed in place): of the known mistakes' results on each
-    question's functions, one call (the one that tells most mistakes apart), the mistakes'
+    question's functions, one call (:func:`_choose`), the mistakes'
     texts left empty (the kit then says "a known mistake of this question"); the values a
     visible test compares within 10 % on a grid (:data:`ROUNDED`, :data:`ROUNDED_CALLS`).
     Returns the questions' mistakes the kit can no longer name from that one case, with why."""
@@ -157,35 +179,27 @@ def keep_answers(data: dict, chapter: str) -> dict[str, str]:
             for result in entry["results"].values():
                 if result["kind"] == "ok":
                     result["out"] = rounded(result["out"], step)
-    kept: dict[str, dict] = {}
-    for name, cell in names.items():
-        versions = [SOLUTION] + [m for m, c in mistakes.items() if c == cell]
-        candidates = [(i, e) for i, e in enumerate(calls) if e["name"] == name]
-        if candidates:
-            _, best = max(candidates, key=lambda c: (*_told_apart(c[1], versions), -c[0]))
-            kept[name] = best
-    prints["calls"] = [e for e in calls if e["name"] not in names or kept.get(e["name"]) is e]
+    unnamed = {}
+    drop = set()
+    for cell in QUESTIONS.get(chapter, ()):
+        own = [n for n, c in names.items() if c == cell]
+        ms = [m for m, c in mistakes.items() if c == cell]
+        order = [i for i, e in enumerate(calls) if e["name"] in own]
+        cell_calls = [calls[i] for i in order]
+        chosen = _choose(cell_calls, own, ms)
+        drop |= {order[j] for j in range(len(order)) if j not in chosen}
+        kept = [(j, cell_calls[j]) for j in chosen]
+        for m in ms:
+            stop = _first_apart(cell_calls, m)
+            if not _nameable(kept, m, [o for o in ms if o != m], stop):
+                unnamed[m] = (
+                    "the test stops before the kept case"
+                    if not any(j <= stop for j, _ in kept)
+                    else "the kept case does not tell it apart"
+                )
+    prints["calls"] = [e for i, e in enumerate(calls) if i not in drop]
     for key, step in ROUNDED_CALLS.get(chapter, {}).items():
         for entry in data["calls"].get(key, []):
             if isinstance(entry["out"], int | float) and not isinstance(entry["out"], bool):
                 entry["out"] = quantised(entry["out"], step)
-    return _unnamed(kept, mistakes, names)
-
-
-def _unnamed(kept: dict, mistakes: dict, names: dict) -> dict[str, str]:
-    """The mistakes whose results on the kept calls of their question do not tell them apart
-    from the solution or from another mistake of it."""
-    out = {}
-    for m, cell in mistakes.items():
-        entries = [e for name, e in kept.items() if names[name] == cell]
-
-        def alike(other: str, m: str = m, entries: list = entries) -> bool:
-            return all(_same(e["results"].get(m), e["results"].get(other)) for e in entries)
-
-        if alike(SOLUTION):
-            out[m] = "it gives the solution's answer there"
-        else:
-            twins = [o for o, c in mistakes.items() if c == cell and o != m and alike(o)]
-            if twins:
-                out[m] = f"it gives what {', '.join(twins)} gives there"
-    return out
+    return unnamed
