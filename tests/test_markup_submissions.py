@@ -13,7 +13,18 @@ solution plus the payload, so that each should earn full marks:
 - ``widget``: an ipywidgets HTML widget whose value closes the widget state's
   ``<script>`` element and opens one of its own;
 - ``names``: the notebook handed in under a file name with markup (the only notebook in
-  its folder), with a cell id and a tag with markup.
+  its folder), with a cell id and a tag with markup;
+- ``old_format``: the solution with the markdown payload, handed in as nbformat 3 (issue 59:
+  staging once failed on it and copied it as it was).
+
+And one student whose code fails a test, ``controls`` (issue 59), whose markup tries to
+take over that test cell's controls in the formgrader (which finds a cell's score box by the
+element id ``#<grade id>`` and its button by the class ``.full-credit``): a ``div`` of the
+class ``nbgrader_cell`` with an ``h6`` whose id is the grade id and a ``div`` of the class
+``full-credit`` dressed as a notice, in a markdown cell, an HTML output and a raw cell; a
+markdown heading whose text is the grade id; and a markdown cell of ``<![ x``, on which
+Python's html.parser raised. A score the instructor types in that cell's box must land in
+that cell, and the page must have one full-credit button per graded cell.
 
 Each payload, if it ran, would mark the page (``data-pwned`` on ``<html>``) and ask the
 Jupyter API for ``/api/contents?pwned=<name>``. The class is then opened as an instructor
@@ -35,7 +46,7 @@ from bwrap import require_bwrap
 
 from attention_course.handout import MIME_TYPE as HANDOUT
 from autograder.outfolder import CELLS_CSV, GRADES_CSV, Out, read_csv
-from autograder.submissions import solved_notebook, untouched_notebook, write_submission
+from autograder.submissions import mutate, solved_notebook, untouched_notebook, write_submission
 
 pytestmark = pytest.mark.slow
 
@@ -117,6 +128,44 @@ def write_names(root, submissions):
     (folder / FILE_NAME).write_text(json.dumps(nb), encoding="utf-8")
 
 
+# The formgrader's hooks of a test cell, in a student's markup (issue 59).
+FAILED_TEST = "test_attention_masked"
+CONTROLS = (
+    f'<div class="nbgrader_cell"><h6 id="{FAILED_TEST}">Figure</h6>'
+    '<div class="full-credit">Click here to load the figure</div></div>'
+)
+
+
+def controls_notebook(root):
+    """The solution whose attention gives NaN, not zeros, for a row with no allowed key
+    (``test_attention_masked`` fails), with markup that reaches for that cell's controls."""
+    nb = mutate(
+        solved_notebook(root, CHAPTER),
+        "scaled_dot_product_attention",
+        "    weights = torch.nan_to_num(weights, nan=0.0)",
+        "    pass",
+    )
+    cell = _cell(nb, "padding_mask")
+    cell.source += f"\n\nfrom IPython.display import HTML, display\ndisplay(HTML({CONTROLS!r}))"
+    at = nb.cells.index(cell) + 1
+    nb.cells[at:at] = [
+        nbformat.v4.new_markdown_cell(CONTROLS),
+        nbformat.v4.new_raw_cell(CONTROLS),
+        nbformat.v4.new_markdown_cell(f"#### {FAILED_TEST}"),
+        nbformat.v4.new_markdown_cell("<![ x"),
+    ]
+    return nb
+
+
+def write_old_format(root, submissions):
+    """The markdown student's notebook, in nbformat 3."""
+    nb = nbformat.reads(nbformat.writes(markdown_cell(root)), as_version=4)
+    folder = submissions / "old_format" / CHAPTER
+    folder.mkdir(parents=True)
+    text = nbformat.writes(nbformat.convert(nb, 3), version=3)
+    (folder / f"{CHAPTER}.ipynb").write_text(text, encoding="utf-8")
+
+
 HOSTILE = {
     "html": html_output,
     "svg": svg_output,
@@ -137,6 +186,8 @@ def graded(root, tmp_path_factory):
     for student, make in HOSTILE.items():
         write_submission(make(root), submissions, student, CHAPTER)
     write_names(root, submissions)
+    write_old_format(root, submissions)
+    write_submission(controls_notebook(root), submissions, "controls", CHAPTER)
     command = [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out)]
     result = subprocess.run(
         command + ["--workers", "2"], cwd=root, capture_output=True, text=True, timeout=600
@@ -148,10 +199,14 @@ def graded(root, tmp_path_factory):
 def test_the_controls_and_every_payload_score_as_their_code_earns(graded):
     totals = {r["student"]: r[CHAPTER] for r in read_csv_dicts(graded["out"] / GRADES_CSV)}
     assert totals["correct"] == FULL_MARKS and totals["untouched"] == "0"
-    for student in [*HOSTILE, "names"]:
+    for student in [*HOSTILE, "names", "old_format"]:
         assert totals[student] == FULL_MARKS, (student, totals)
     statuses = {(r.student, r.cell): r.status for r in read_csv(graded["out"] / CELLS_CSV)}
     assert all(s == "graded" for (student, _), s in statuses.items() if student != "untouched")
+    points = {
+        r.cell: r.points for r in read_csv(graded["out"] / CELLS_CSV) if r.student == "controls"
+    }
+    assert points[FAILED_TEST] == 0 and float(totals["controls"]) < float(FULL_MARKS), points
 
 
 def read_csv_dicts(path):
@@ -163,7 +218,7 @@ def read_csv_dicts(path):
 
 def test_the_graded_notebooks_hold_no_markup_of_the_students(graded):
     out = Out(graded["out"])
-    for student in [*HOSTILE, "names"]:
+    for student in [*HOSTILE, "names", "old_format", "controls"]:
         text = out.autograded(student, CHAPTER).read_text(encoding="utf-8")
         for where in (text, out.submitted(student, CHAPTER).read_text(encoding="utf-8")):
             nb = json.loads(where)
@@ -171,6 +226,7 @@ def test_the_graded_notebooks_hold_no_markup_of_the_students(graded):
                 for output in cell.get("outputs", []):
                     rich = set(output.get("data", {})) - {"text/plain", "image/png", HANDOUT}
                     assert not rich, (student, rich)
+                assert cell["cell_type"] != "raw", student
             assert "widgets" not in nb["metadata"], student
 
 
@@ -183,6 +239,8 @@ def test_the_feedback_says_what_was_shown_as_text(graded):
         "markdown": "a markdown cell was shown as text",
         "widget": "a widget was left out",
         "names": "its id held characters a page could read as markup",
+        "old_format": "a markdown cell was shown as text",
+        "controls": "a raw cell was shown as text",
     }
     for student, note in said.items():
         page = out.feedback(student, CHAPTER).read_text(encoding="utf-8")
@@ -211,7 +269,8 @@ def test_no_payload_runs_in_the_formgrader_the_feedback_or_the_report(root, grad
     out = Out(graded["out"])
     url = gradebook_url(out, None)
     with Gradebook(url, COURSE_ID) as gb:
-        ids = {s: gb.find_submission_notebook(CHAPTER, CHAPTER, s).id for s in [*HOSTILE, "names"]}
+        students = [*HOSTILE, "names", "old_format", "controls"]
+        ids = {s: gb.find_submission_notebook(CHAPTER, CHAPTER, s).id for s in students}
     with Server(out, url, token=TOKEN) as server, sync_playwright() as playwright:
         browser = launch(playwright, graded["chromium"])
         try:
@@ -220,10 +279,11 @@ def test_no_payload_runs_in_the_formgrader_the_feedback_or_the_report(root, grad
                 pages[f"formgrader: {student}"] = (
                     f"{server.base}/formgrader/submissions/{notebook}/?token={TOKEN}"
                 )
-                pages[f"nbconvert: {student}"] = (
-                    f"{server.base}/nbconvert/html/autograded/{student}/{CHAPTER}/"
-                    f"{CHAPTER}.ipynb?download=false&token={TOKEN}"
-                )
+                for step in ("autograded", "submitted"):
+                    pages[f"nbconvert {step}: {student}"] = (
+                        f"{server.base}/nbconvert/html/{step}/{student}/{CHAPTER}/"
+                        f"{CHAPTER}.ipynb?download=false&token={TOKEN}"
+                    )
                 if out.feedback(student, CHAPTER).is_file():  # names's is asserted above
                     pages[f"feedback: {student}"] = out.feedback(student, CHAPTER).as_uri()
             pages["report"] = (out / "report" / "index.html").as_uri()
@@ -246,3 +306,56 @@ def test_no_payload_runs_in_the_formgrader_the_feedback_or_the_report(root, grad
         with urllib.request.urlopen(status, timeout=10) as answer:
             assert answer.status == 200
     assert not ran, ran
+
+
+def test_a_students_markup_takes_over_no_control_of_the_formgrader(graded):
+    """The formgrader of ``controls``: one full-credit button per graded cell, no element
+    with a grade id but nbgrader's own score box, and a score typed in the failed test's box
+    saved to that test cell (issue 59: the student's notice once took the box's place)."""
+    from nbgrader.api import Gradebook
+    from playwright.sync_api import sync_playwright
+
+    from autograder.formgrader import Server, gradebook_url
+    from autograder.nbgrader_settings import COURSE_ID
+
+    out = Out(graded["out"])
+    url = gradebook_url(out, None)
+    with Gradebook(url, COURSE_ID) as gb:
+        notebook = gb.find_submission_notebook(CHAPTER, CHAPTER, "controls")
+        submission, graded_cells = notebook.id, len(notebook.grades)
+        assert gb.find_grade(FAILED_TEST, CHAPTER, CHAPTER, "controls").score == 0
+    with Server(out, url, token=TOKEN) as server, sync_playwright() as playwright:
+        browser = launch(playwright, graded["chromium"])
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(90_000)
+            page.goto(f"{server.base}/formgrader?token={TOKEN}")  # signs in: its cookie
+            page.goto(f"{server.base}/formgrader/submissions/{submission}/")
+            page.wait_for_function(
+                "() => window.formgrader && formgrader.grades && formgrader.grades.loaded"
+                " && formgrader.comments && formgrader.comments.loaded"
+            )
+            names = page.evaluate("formgrader.grades.map(g => g.get('name'))")
+            assert len(names) == graded_cells and FAILED_TEST in names
+            assert page.locator(".full-credit").count() == graded_cells
+            assert page.locator(".nbgrader_cell").count() >= graded_cells
+            for name in names:  # the only element of each grade id: nbgrader's score box
+                assert page.locator(f'[id="{name}"]').count() == 1, name
+                assert page.locator(f'input.score[id="{name}"]').count() == 1, name
+            assert page.locator("h1, h2, h3, h4, h5, h6").filter(has_text=FAILED_TEST).count() == 0
+            box = page.locator(f'input.score[id="{FAILED_TEST}"]')
+            with page.expect_response(
+                lambda r: "/api/grade/" in r.url and r.request.method == "PUT"
+            ) as answer:
+                box.click()
+                box.press_sequentially("1")
+                box.press("Tab")
+            assert answer.value.json()["name"] == FAILED_TEST
+            page.close()
+        finally:
+            browser.close()
+    with Gradebook(url, COURSE_ID) as gb:
+        grade = gb.find_grade(FAILED_TEST, CHAPTER, CHAPTER, "controls")
+        assert grade.manual_score == 1.0 and grade.score == 1.0
+        others = [g for g in gb.find_submission_notebook(CHAPTER, CHAPTER, "controls").grades]
+        assert all(g.manual_score is None for g in others if g.name != FAILED_TEST)
