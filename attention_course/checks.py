@@ -7,7 +7,7 @@ the likely cause, for example::
 They raise ``AssertionError`` so that nbgrader counts a failed check as a failed test.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -223,52 +223,3 @@ def check_allocates_less_than(
             hint,
         )
     return result
-
-
-def count_mismatch(
-    yours: Callable[..., int],
-    measured: Callable[..., int],
-    base: dict,
-    changes: dict,
-) -> str | None:
-    """How a count differs from a measurement, without the formula; None where they agree.
-
-    Both functions are called with the keyword arguments ``base``, and with ``base`` where
-    one argument ``name`` of ``changes`` takes the value ``changes[name]`` (one case per
-    argument). If the count is right at ``base``, the message lists the cases where it is
-    not, by how much. If not, it says by how much at ``base`` and, for each changed
-    argument, whether the count is right there and whether it moves as the measurement
-    does: which part of the count is off. Returns one paragraph for a failure message.
-    """
-    cases = {name: {**base, name: value} for name, value in changes.items()}
-    mine, truth = yours(**base), measured(**base)
-    other = {name: (yours(**case), measured(**case)) for name, case in cases.items()}
-    if mine == truth and all(m == t for m, t in other.values()):
-        return None
-
-    def off(m, t):
-        return f"{abs(m - t):,} {'too high' if m > t else 'too low'} ({m:,} against {t:,} measured)"
-
-    args = ", ".join(f"{k}={v}" for k, v in base.items())
-    if mine == truth:
-        lines = [f"right for ({args})"]
-        lines += [
-            f"but with {name}={changes[name]} your count is {off(m, t)}"
-            for name, (m, t) in other.items()
-            if m != t
-        ]
-        return "; ".join(lines)
-    lines = [f"for ({args}) your count is {off(mine, truth)}"]
-    for name, (m, t) in other.items():
-        change = f"when {name} goes from {base[name]} to {changes[name]}"
-        if m == t:
-            lines.append(
-                f"right for {name}={changes[name]}: the part that changes with {name} is off"
-            )
-        elif m - mine != t - truth:
-            lines.append(
-                f"{change}, the measurement changes by {t - truth:+,} and your count by {m - mine:+,}"
-            )
-        else:
-            lines.append(f"{change}, your count moves as the measurement does")
-    return "; ".join(lines)
