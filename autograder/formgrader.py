@@ -107,19 +107,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_served_inert(out: Out) -> int:
+# What a notebook that could not be made inert is renamed to: no page renders it as a
+# notebook any more (JupyterLab would open it as text), and grading can make it again.
+UNSERVED = ".not-served"
+
+
+def make_served_inert(out: Out, log=print) -> int:
     """Make inert every notebook under ``OUT/nbgrader`` that the formgrader or JupyterLab
     may render (submitted, autograded); how many changed. A class graded before grading
-    made them inert is safe to open after this."""
+    made them inert is safe to open after this. Fails closed, one notebook at a time: one
+    that cannot be made inert (it cannot be read or written) is renamed (``UNSERVED``) and
+    said, and the others are served."""
     changed = 0
     for step in ("submitted", "autograded"):
         for path in sorted((out.work / step).glob("*/*/*.ipynb")):
             chapter = path.parent.name
             try:
                 changed += make_inert_file(path, course_text_at(out.released(chapter)))
-            except (OSError, ValueError):  # not a notebook: no page can render it either
-                continue
+            except Exception as error:  # never served as it is
+                _unserve(path, error, log)
     return changed
+
+
+def _unserve(path: Path, error: Exception, log) -> None:
+    aside = path.with_name(path.name + UNSERVED)
+    try:
+        path.replace(aside)
+        done = f"renamed to {aside.name}: not served"
+    except OSError as rename:
+        done = f"and it could not be renamed ({rename}): do not open it"
+    log(f"warning: {path} could not be made inert ({type(error).__name__}: {error}); {done}")
 
 
 class Server:

@@ -255,3 +255,42 @@ def test_a_postgresql_gradebook_is_reviewed_and_applied_from_out(root, tmp_path)
     assert cell_row(out, "carol", MASKED)["status"].startswith("flagged for review")
     page = (out / "feedback" / "carol" / f"{CH04}.html").read_text(encoding="utf-8")
     assert "Reviewed by your instructor" in page and "2 / 3 points, given by" in page
+
+
+def test_review_serves_a_class_with_a_broken_submission_and_never_one_raw(tmp_path, monkeypatch):
+    """One notebook that cannot be made inert (here: unreadable) stops nothing: it is renamed
+    so that no page renders it, and every other notebook of the class is made inert; one
+    that is not JSON at all is served as a placeholder (autograder/inert.py)."""
+    import nbformat
+
+    from autograder import formgrader
+
+    out = Out(tmp_path / "out")
+    folder = out.work / "autograded"
+    payload = '<img src=x onerror="alert(1)">'
+    paths = {}
+    for student in ("alice", "bob", "carol"):
+        path = folder / student / CH04 / f"{CH04}.ipynb"
+        path.parent.mkdir(parents=True)
+        nb = nbformat.v4.new_notebook()
+        nb.cells.append(nbformat.v4.new_markdown_cell(payload))
+        nbformat.write(nb, path)
+        paths[student] = path
+    paths["carol"].write_text("{ not json")
+    real = formgrader.make_inert_file
+
+    def unreadable_for_bob(path, *args):
+        if "bob" in str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args)
+
+    monkeypatch.setattr(formgrader, "make_inert_file", unreadable_for_bob)
+    said = []
+    formgrader.make_served_inert(out, log=said.append)
+    assert not paths["bob"].exists()
+    assert paths["bob"].with_name(paths["bob"].name + formgrader.UNSERVED).is_file()
+    assert len(said) == 1 and "bob" in said[0] and "not served" in said[0]
+    alice = nbformat.read(paths["alice"], as_version=4)
+    assert alice.cells[0].source != payload and "```" in alice.cells[0].source  # as text
+    carol = nbformat.read(paths["carol"], as_version=4)  # a placeholder, valid
+    nbformat.validate(carol)
