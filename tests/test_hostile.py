@@ -28,6 +28,10 @@ chapter 04 made from the solution notebook with hostile edits in solution cells:
   secrets from its environment (``PGPASSWORD``, the gradebook's URL, a token, and
   ``/proc/self/environ``) and its ``HOME``: it finds only its own chapter's material and
   none of the secrets (``autograder/kernel_view.py``);
+- ``huge-markdown``: the solution with a markdown cell of 2 MB built to make a parser
+  backtrack (``\\begin{``, ``$``, backticks, ``<![``, unclosed tags): graded with full
+  marks, and the cell shown cut, as text, on its feedback page (every per-submission step is
+  linear in the cell's length: the run's timeout would stop a quadratic one);
 - broken hand-ins: ``misnamed`` (the solution as ``<chapter> (1).ipynb``, the only notebook
   in its folder: graded, and said so), ``empty`` (a file of 0 bytes), ``two-notebooks``
   (two notebooks, neither of the chapter's name).
@@ -163,6 +167,10 @@ for name in {variables!r}:
 print("PROC ENVIRON", open("/proc/self/environ", "rb").read().decode(errors="replace"))
 print("HOME", os.environ.get("HOME"), os.path.expanduser("~"))
 """
+# 2 MB of what made the grader's parsers take time in the square of a cell's length.
+HUGE_MARKDOWN = "".join(
+    part * (2**21 // (5 * len(part))) for part in ("<![ x", "<a\n", "\\begin{", "$", "`` ")
+)
 SNOOPED = [
     f"solutions/{LATER}/{LATER}.ipynb",
     "autograder/reference/since_2023.py",
@@ -217,6 +225,10 @@ def graded(root, tmp_path_factory):
     snoop = SNOOP.format(wanted=SNOOPED, variables=sorted(GRADER_SECRETS))
     nb.cells.append(nbformat.v4.new_code_cell(snoop))
     write_submission(nb, submissions, "snoop", CHAPTER)
+
+    nb = solved_notebook(root, CHAPTER)
+    nb.cells.append(nbformat.v4.new_markdown_cell(HUGE_MARKDOWN))
+    write_submission(nb, submissions, "huge-markdown", CHAPTER)
 
     nb = _append(solved_notebook(root, CHAPTER), "padding_mask", "import os\nos._exit(1)")
     write_submission(nb, submissions, "exit", CHAPTER)
@@ -282,8 +294,9 @@ def test_the_batch_finishes_and_grades_everyone(graded):
         "tampered",
         "added-cells",
         "snoop",
+        "huge-markdown",
     }
-    assert "graded 9 submissions" in graded["stdout"]  # empty, two-notebooks: nothing to run
+    assert "graded 10 submissions" in graded["stdout"]  # empty, two-notebooks: nothing to run
 
 
 def test_tampered_test_cells_score_what_the_code_earns(graded):
@@ -476,3 +489,12 @@ def test_no_secret_of_the_graders_environment_reaches_a_kernel(graded):
     assert "PROC ENVIRON" in shown and "HOME /tmp /tmp" in shown, shown
     page = (graded["out"] / "feedback" / "snoop" / f"{CHAPTER}.html").read_text(encoding="utf-8")
     assert SECRET not in page
+
+
+def test_a_2_mb_markdown_cell_is_graded_and_shown_cut_as_text(graded):
+    rows = _rows(graded, "huge-markdown")
+    assert all(r.status == "graded" and r.points == r.max_points for r in rows.values()), rows
+    page = graded["out"] / "feedback" / "huge-markdown" / f"{CHAPTER}.html"
+    assert page.stat().st_size < 2**21  # cut, not copied whole
+    text = page.read_text(encoding="utf-8")
+    assert "&lt;![ x" in text and "<![ x" not in text  # the student's text, as text
