@@ -6,6 +6,13 @@ An :class:`Explorer` is a drawing function and the controls that choose its argu
 is built, and returns a self-contained block of HTML (PNG frames inline, a few lines of
 script of its own, nothing loaded from anywhere) in which the same controls step through
 the frames in the browser alone. Both call the same ``draw``, so they cannot disagree.
+
+A widget lives in the kernel: a saved notebook reopened without it has no view to show. So
+the widget's display output carries a still of its first view as well (``image/png``, and
+the view in words as ``text/plain``), which a front end without the widget's state shows
+in its place; and the kit's JupyterLab saves the widgets' state with the notebook
+(``autograder/kit.py`` turns on ``saveState`` of JupyterLab's widget manager), so that the
+reopened notebook shows the controls and the view they were left at.
 """
 
 import base64
@@ -105,12 +112,19 @@ class Explorer:
         made = {c.name: _make_widget(widgets, c) for c in self.controls}
         if self.available is not None:
             self._follow_limits(made)
+        still = {}  # the first view, as a PNG and in words
 
         def show(**values):
-            self.draw(**values)
+            fig = self.draw(**values)
+            if not still and fig is not None and hasattr(fig, "savefig"):
+                still.update(
+                    png=_b64(_png(fig, dpi=72)), alt=f"{self.alt}: {self.describe(values)}"
+                )
             plt.show()
 
-        return widgets.interactive(show, **made)
+        view = _interactive_with_a_still(widgets)(show, **made)
+        view.still = still
+        return view
 
     def _follow_limits(self, made: dict) -> None:
         """Keep each slider within the values that exist for the other controls' values;
@@ -228,6 +242,27 @@ class Explorer:
 
 
 _COUNTER = itertools.count()
+_CLASSES: dict = {}
+
+
+def _interactive_with_a_still(widgets):
+    """``ipywidgets.interactive`` whose display output also holds ``still``: a PNG of its first
+    view and that view in words, what a front end shows when the widget cannot be drawn (no
+    kernel, no saved widget state, an untrusted notebook)."""
+    if "interactive" not in _CLASSES:
+
+        class Interactive(widgets.interactive):
+            still: dict = {}
+
+            def _repr_mimebundle_(self, **kwargs):
+                bundle = super()._repr_mimebundle_(**kwargs)
+                if bundle is not None and self.still:
+                    bundle["image/png"] = self.still["png"]
+                    bundle["text/plain"] = self.still["alt"]
+                return bundle
+
+        _CLASSES["interactive"] = Interactive
+    return _CLASSES["interactive"]
 
 
 def _make_widget(widgets, c: Control):

@@ -1,4 +1,4 @@
-"""A small training loop: a tqdm progress bar, a time budget and a history.
+"""A small training loop: a progress bar, a time budget and a history.
 
 ::
 
@@ -12,15 +12,22 @@ so a notebook keeps its time budget on a slow laptop (it just trains fewer steps
 the clock stops it, it says so, with the steps done, and the history records it
 (``History.stopped_by_clock``, ``History.steps_done()``), so that a result is never read as
 that of the full training.
+
+The progress bar ends on what was done: the steps trained, the seconds and the last loss,
+and why it stopped (every step, the time limit, the loss below ``stop_below``, an error).
+In a notebook it is one line of HTML redrawn in place through a display handle, not a widget:
+what a saved notebook keeps is that last line, which any front end shows without a kernel.
+Elsewhere it is tqdm's text bar on standard error.
 """
 
+import html
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-from tqdm.auto import tqdm
 
 from attention_course.runtime import grading_mode
 
@@ -65,6 +72,76 @@ class History:
 CONVERGED_OVER = 50
 
 
+def _in_a_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (a front end shows its display data)."""
+    ipython = sys.modules.get("IPython")  # a kernel has imported it; no kernel, no need to
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
+
+
+class ProgressBar:
+    """How far training has gone: ``update(step, loss)`` after each step, ``close(...)`` once,
+    whatever happened, with the steps done, the last loss and why it stopped.
+
+    In a notebook, one display output (HTML with a plain-text twin) redrawn in place at most
+    every ``every`` seconds; its last drawing is the summary, so a saved notebook shows it as
+    it ended. Elsewhere, tqdm's text bar on standard error, left on screen at the end."""
+
+    def __init__(self, total: int, desc: str = "training", every: float = 0.5, notebook=None):
+        self.total, self.desc, self.every = total, desc, every
+        self.start = time.perf_counter()
+        self.shown_at = -math.inf
+        self.handle = self.text_bar = None
+        if _in_a_notebook() if notebook is None else notebook:
+            from IPython.display import display
+
+            self.handle = display(self._bundle(0, None, None), raw=True, display_id=True)
+        else:
+            from tqdm.std import tqdm
+
+            self.text_bar = tqdm(total=total, desc=desc, leave=True, mininterval=every)
+
+    def _line(self, step: int, loss: float | None, ended: str | None) -> str:
+        seconds = time.perf_counter() - self.start
+        line = f"{self.desc}: {step:,} of {self.total:,} steps in {seconds:.1f} s"
+        if loss is not None:
+            line += f", {'last ' if ended else ''}loss {loss:.4g}"
+        return line + (f" ({ended})" if ended else "")
+
+    def _bundle(self, step: int, loss: float | None, ended: str | None) -> dict:
+        text = self._line(step, loss, ended)
+        done = ended is not None and step == self.total
+        colour = "#009E73" if done else ("#D55E00" if ended else "#0072B2")
+        percent = 100 * step / max(self.total, 1)
+        return {
+            "text/plain": text,
+            "text/html": (
+                '<div class="ac-progress" style="display:flex;align-items:center;gap:0.6em">'
+                '<div style="width:14em;height:0.8em;border:1px solid #888;border-radius:3px">'
+                f'<div style="width:{percent:.1f}%;height:100%;background:{colour}"></div></div>'
+                f'<span style="font-family:monospace">{html.escape(text)}</span></div>'
+            ),
+        }
+
+    def update(self, step: int, loss: float) -> None:
+        if self.text_bar is not None:
+            self.text_bar.update(step - self.text_bar.n)
+            self.text_bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+        elif self.handle is not None and time.perf_counter() - self.shown_at >= self.every:
+            self.shown_at = time.perf_counter()
+            self.handle.update(self._bundle(step, loss, None), raw=True)
+
+    def close(self, step: int, loss: float | None, ended: str) -> None:
+        """The last drawing: ``step`` steps done, ``loss`` the last, ``ended`` why it stopped."""
+        if self.text_bar is not None:
+            self.text_bar.update(step - self.text_bar.n)
+            last = "" if loss is None else f"last loss {loss:.4g}, "
+            self.text_bar.set_postfix_str(last + ended, refresh=False)
+            self.text_bar.close()
+        elif self.handle is not None:
+            self.handle.update(self._bundle(step, loss, ended), raw=True)
+
+
 def parameter_count(model: torch.nn.Module) -> int:
     """The number of numbers a model learns: sum over its parameters of their sizes."""
     return sum(p.numel() for p in model.parameters())
@@ -91,7 +168,8 @@ def train(
 
     ``evaluate(model)`` is called in ``eval`` mode under ``torch.no_grad()`` every
     ``eval_every`` steps and once at the end; its dict of numbers goes into the history.
-    The progress bar is hidden in grading mode unless ``progress=True``.
+    The progress bar (:class:`ProgressBar`) is hidden in grading mode unless
+    ``progress=True``; it ends on the steps done and the last loss, an error's included.
     """
     if seconds <= 0 or max_steps < 1:
         raise ValueError(f"need seconds > 0 and max_steps >= 1, got {seconds}, {max_steps}")
@@ -100,7 +178,7 @@ def train(
     show = (not grading_mode()) if progress is None else progress
     # The bar redraws at most twice a second: a redraw per step floods a notebook kernel's
     # output channel, which then drops messages (nbval and the grader wait for them).
-    bar = tqdm(total=max_steps, disable=not show, desc="training", leave=False, mininterval=0.5)
+    bar = ProgressBar(max_steps) if show else None
     start = time.perf_counter()
 
     evaluating = 0.0  # seconds spent in evaluate, so far
@@ -119,32 +197,46 @@ def train(
 
     step = 0
     model.train()
-    while step < max_steps and time.perf_counter() - start < seconds:
-        batch = next_batch(step)
-        loss = loss_fn(model, batch)
-        if not math.isfinite(loss.item()):
-            raise FloatingPointError(
-                f"loss became {loss.item()} at step {step}: try a smaller learning rate, "
-                "or check for a softmax over an all-masked row"
-            )
-        optimizer.zero_grad()
-        loss.backward()
-        if clip_grad_norm:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
-        optimizer.step()
-        step += 1
-        history.steps.append(step)
-        history.losses.append(loss.item())
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
-        if evaluate is not None and step % eval_every == 0:
-            run_eval(step)
-        recent = history.losses[-CONVERGED_OVER:]
-        if stop_below is not None and len(recent) == CONVERGED_OVER:
-            if sum(recent) / CONVERGED_OVER < stop_below:
-                history.converged = True
-                break
-    bar.close()
+    ended = "stopped"
+    try:
+        while step < max_steps and time.perf_counter() - start < seconds:
+            batch = next_batch(step)
+            loss = loss_fn(model, batch)
+            if not math.isfinite(loss.item()):
+                raise FloatingPointError(
+                    f"loss became {loss.item()} at step {step}: try a smaller learning rate, "
+                    "or check for a softmax over an all-masked row"
+                )
+            optimizer.zero_grad()
+            loss.backward()
+            if clip_grad_norm:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
+            optimizer.step()
+            step += 1
+            history.steps.append(step)
+            history.losses.append(loss.item())
+            if bar is not None:
+                bar.update(step, history.losses[-1])
+            if evaluate is not None and step % eval_every == 0:
+                run_eval(step)
+            recent = history.losses[-CONVERGED_OVER:]
+            if stop_below is not None and len(recent) == CONVERGED_OVER:
+                if sum(recent) / CONVERGED_OVER < stop_below:
+                    history.converged = True
+                    break
+        if history.converged:
+            ended = f"stopped: the loss is below {stop_below:g}"
+        elif step < max_steps:
+            ended = "stopped by the time limit"
+        else:
+            ended = "done"
+    except BaseException as error:
+        interrupted = isinstance(error, KeyboardInterrupt)
+        ended = "interrupted" if interrupted else f"stopped by {type(error).__name__}"
+        raise
+    finally:
+        if bar is not None:
+            bar.close(step, history.losses[-1] if history.losses else None, ended)
     history.max_steps = max_steps
     history.stopped_by_clock = step < max_steps and not history.converged
     if history.stopped_by_clock:

@@ -33,6 +33,7 @@ chapter's answers before it is handed in (build a new kit as each chapter opens)
 every chapter there and searches every file of it for their lines.
 """
 
+import json
 import re
 import shutil
 import subprocess
@@ -101,6 +102,24 @@ run in the kit's folder.
 The notebooks go with the course's website; AGENTS.md says what AI assistants may do.
 """
 
+# A command for the hand-in check beside the environment's python (course/bin/course-validate):
+# the name a terminal finds wherever the environment's bin is on its PATH.
+COMMANDS = {"course-validate": "attention_course.validate:main"}
+
+# What the kit sets in the student's Jupyter, as files the wheel installs into the
+# environment (<environment>/<folder>/<name>): JupyterLab's terminal finds the kit's commands
+# (the server extension attention_course.lab), and JupyterLab saves the widgets' state with
+# a notebook, so that a reopened notebook shows its explorers as they were left rather than
+# "Loading widget...". Another environment's Jupyter is left as it is.
+JUPYTER_FILES = {
+    ("etc/jupyter/jupyter_server_config.d", "attention_course.json"): {
+        "ServerApp": {"jpserver_extensions": {"attention_course.lab": True}}
+    },
+    ("share/jupyter/lab/settings/overrides.d", "attention_course.json"): {
+        "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}
+    },
+}
+
 NO_THROUGH = (
     "say which chapters the kit holds: --through CHAPTER (make kit THROUGH=CHAPTER), the last "
     "chapter open to the class, for example --through 04_dot_product_attention; or "
@@ -157,6 +176,10 @@ def student_pins() -> list[str]:
 
 def pyproject(kit_version: str) -> str:
     requires = "".join(f'    "{pin}",\n' for pin in student_pins())
+    scripts = "".join(f'{name} = "{target}"\n' for name, target in COMMANDS.items())
+    data_files = "".join(
+        f'"{folder}" = ["{_jupyter_source(folder, name)}"]\n' for folder, name in JUPYTER_FILES
+    )
     return f"""[build-system]
 requires = ["setuptools>=68"]
 build-backend = "setuptools.build_meta"
@@ -170,12 +193,21 @@ license = "MIT"
 dependencies = [
 {requires}]
 
+[project.scripts]
+{scripts}
 [tool.setuptools.packages.find]
 include = ["{PACKAGE}*"]
 
+[tool.setuptools.data-files]
+{data_files}
 [tool.setuptools.package-data]
 "{PACKAGE}.data" = ["recorded/*.pt", "released/*.ipynb"]
 """
+
+
+def _jupyter_source(folder: str, name: str) -> str:
+    """Where the wheel's source holds the Jupyter file that goes to ``folder/name``."""
+    return f"jupyter/{folder.replace('/', '-')}/{name}"
 
 
 def later(through: str) -> tuple[list[str], list[str]]:
@@ -215,6 +247,10 @@ def build_wheel(out: Path, through: str = ALL_CHAPTERS[-1]) -> Path:
         for chapter in ALL_CHAPTERS[: len(ALL_CHAPTERS) - len(after)]:
             shutil.copy(ROOT / "notebooks" / chapter / f"{chapter}.ipynb", released)
         (source / "pyproject.toml").write_text(pyproject(kit_version(through)))
+        for (folder, name), settings in JUPYTER_FILES.items():
+            path = source / _jupyter_source(folder, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(settings, indent=2) + "\n")
         subprocess.run(
             [
                 sys.executable,
