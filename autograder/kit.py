@@ -95,9 +95,19 @@ run in the kit's folder.
 
 2. Open the notebooks:  course/bin/jupyter lab notebooks/
 
-3. Before you hand a notebook in, check it as the grader will run its visible tests:
+3. Before you hand a notebook in, save it and check it as the grader will run its visible
+   tests. In a cell of the notebook:
 
-       course/bin/python -m attention_course.validate notebooks/<chapter>/<chapter>.ipynb
+       from attention_course.handin import check
+       check("<chapter>.ipynb")
+
+   or in a terminal, JupyterLab's own included, in the notebook's folder:
+
+       course-validate <chapter>.ipynb
+
+   or from the kit's folder, in any terminal:
+
+       course/bin/course-validate notebooks/<chapter>/<chapter>.ipynb
 
 The notebooks go with the course's website; AGENTS.md says what AI assistants may do.
 """

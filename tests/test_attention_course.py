@@ -718,3 +718,168 @@ def test_a_graded_answer_cannot_call_its_tests_measurement(root, chapter, cell, 
     failed, _ = _run_chapter(root, chapter, {cell: [(old, new)]})
     assert set(failed) == {test}, failed
     assert "NameError" in failed[test], failed[test]
+
+
+# ---------------------------------------------------------------------------------------
+# The kit in Jupyter: progress bars and explorers a saved notebook keeps, the hand-in check
+# from a cell, JupyterLab's terminal (tests/test_kit_in_jupyterlab.py runs them in Chromium)
+
+
+def _drawn_bars(monkeypatch) -> list:
+    """What ProgressBar draws in a notebook: the bundles of its display and its updates."""
+    import IPython.core.display_functions as functions
+    import IPython.display
+
+    drawn = []
+
+    def display(obj, raw=False, display_id=None, update=False, **kwargs):
+        assert raw and isinstance(obj, dict)
+        drawn.append(obj)
+        return functions.DisplayHandle("bar") if display_id is True else None
+
+    monkeypatch.setattr(IPython.display, "display", display)
+    monkeypatch.setattr(functions, "display", display)
+    return drawn
+
+
+def test_the_notebooks_progress_bar_ends_on_what_was_done_as_plain_output(monkeypatch):
+    from attention_course.training import ProgressBar
+
+    drawn = _drawn_bars(monkeypatch)
+    monkeypatch.setattr("attention_course.training._in_a_notebook", lambda: True)  # as in a kernel
+    set_seed(0)
+    train(
+        torch.nn.Linear(2, 1),
+        lambda s: torch.randn(8, 2),
+        lambda m, x: m(x).pow(2).mean(),
+        seconds=30,
+        max_steps=120,
+        progress=True,
+    )
+    assert set(drawn[-1]) == {"text/plain", "text/html"}  # no widget
+    assert drawn[-1]["text/plain"].startswith("training: 120 of 120 steps in ")
+    assert drawn[-1]["text/plain"].endswith("(done)") and "last loss" in drawn[-1]["text/plain"]
+    assert "width:100.0%" in drawn[-1]["text/html"]
+    assert len(drawn) < 10  # redrawn at most every half second, not at every step
+
+    calls = iter(range(1000))
+
+    def failing(m, x):
+        if next(calls) == 30:
+            raise ValueError("broken loss")
+        return m(x).pow(2).mean()
+
+    with pytest.raises(ValueError, match="broken loss"):
+        train(torch.nn.Linear(2, 1), lambda s: torch.randn(8, 2), failing, seconds=30,
+              max_steps=120, progress=True)  # fmt: skip
+    last = drawn[-1]["text/plain"]
+    assert last.startswith("training: 30 of 120 steps") and last.endswith("(stopped by ValueError)")
+    assert "width:25.0%" in drawn[-1]["text/html"]
+
+    bar = ProgressBar(10, notebook=True)
+    bar.close(0, None, "stopped by KeyError")  # failed before its first step: no loss to show
+    assert drawn[-1]["text/plain"].startswith("training: 0 of 10 steps in ")
+    assert "loss" not in drawn[-1]["text/plain"]
+
+
+def test_the_text_bar_stays_with_the_steps_done_and_the_last_loss(capsys):
+    set_seed(0)
+    train(
+        torch.nn.Linear(2, 1),
+        lambda s: torch.randn(8, 2),
+        lambda m, x: m(x).pow(2).mean(),
+        seconds=0.3,
+        max_steps=10**7,
+        progress=True,
+    )
+    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "stopped by the time limit" in last and "last loss" in last and "/10000000" in last
+
+
+def test_an_explorers_output_holds_a_still_of_its_view():
+    import base64
+
+    import matplotlib.pyplot as plt
+
+    from attention_course.widgets import attention_explorer
+
+    weights = torch.rand(3, 4, generator=torch.Generator().manual_seed(0)).softmax(-1)
+    view = attention_explorer(weights, title="demo").widget()
+    bundle = view._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG")
+    assert (
+        bundle["text/plain"].startswith("demo: the attention map")
+        and "query 0" in bundle["text/plain"]
+    )
+    plt.close("all")
+
+
+def test_the_hand_in_check_from_a_cell(tmp_path, monkeypatch, capsys):
+    from attention_course import handin
+
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"check\('04_dot_product_attention.ipynb'\)"):
+        handin.check("missing.ipynb")
+    with pytest.raises(ValueError, match="cannot tell which notebook"):
+        handin.check()
+    notebook = tmp_path / "mine.ipynb"
+    notebook.write_text("{}")
+    monkeypatch.setenv("JPY_SESSION_NAME", str(notebook))  # what jupyter_server tells a kernel
+    assert handin.this_notebook() == notebook
+
+    ran = []
+
+    class Process:
+        def __init__(self, command, **kwargs):
+            ran.append((command, kwargs["cwd"]))
+            self.stdout = iter(["Visible tests: 1 of 1 pass (1 s in grading mode).\n", "READY\n"])
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(handin.subprocess, "Popen", Process)
+    monkeypatch.delenv("ATTENTION_COURSE_GRADING", raising=False)
+    handin.check()
+    import sys
+
+    assert ran == [([sys.executable, "-m", "attention_course.validate", str(notebook)], tmp_path)]
+    assert capsys.readouterr().out.rstrip().endswith("READY")
+    monkeypatch.setenv("ATTENTION_COURSE_GRADING", "1")  # a cell a student added, graded
+    handin.check()
+    assert len(ran) == 1 and "does not run when grading" in capsys.readouterr().out
+
+
+def test_jupyterlabs_terminal_finds_the_kits_commands(monkeypatch):
+    import os
+    import sys
+    from types import SimpleNamespace
+
+    from attention_course import lab
+
+    folder = str(lab.scripts_folder())
+    assert folder.startswith(sys.prefix)
+    path = os.pathsep.join(["/usr/bin", folder, "/bin"])
+    assert lab.path_with_scripts(path) == os.pathsep.join([folder, "/usr/bin", "/bin"])
+
+    def server(settings, manager=None):
+        log = SimpleNamespace(info=lambda *a: None)
+        web_app = SimpleNamespace(settings={"terminal_manager": manager} if manager else {})
+        return SimpleNamespace(terminado_settings=settings, web_app=web_app, log=log)
+
+    monkeypatch.setenv("PATH", "/usr/bin")
+    monkeypatch.setenv("SHELL", "/bin/zsh")
+    settings = {}
+    lab._load_jupyter_server_extension(server(settings))
+    assert os.environ["PATH"] == os.pathsep.join([folder, "/usr/bin"])
+    assert settings["shell_command"] == ["/bin/zsh"]  # not a login shell: PATH stays
+    chosen = {"shell_command": ["/bin/fish", "-l"]}  # the instructor's or student's choice
+    lab._load_jupyter_server_extension(server(chosen))
+    assert chosen == {"shell_command": ["/bin/fish", "-l"]}
+    manager = SimpleNamespace(shell_command=["/bin/zsh", "-l"])  # loaded after the terminals
+    lab._load_jupyter_server_extension(server({}, manager))
+    assert manager.shell_command == ["/bin/zsh"]
