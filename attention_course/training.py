@@ -15,12 +15,13 @@ that of the full training.
 
 The progress bar ends on what was done: the steps trained, the seconds and the last loss,
 and why it stopped (every step, the time limit, the loss below ``stop_below``, an error).
-In a notebook it is one line of HTML redrawn in place through a display handle, not a widget:
-what a saved notebook keeps is that last line, which any front end shows without a kernel.
+In a notebook it is one line of plain text (a bar of block characters and the figures)
+redrawn in place through a display handle, not a widget: what a saved notebook keeps is
+that last line, which any front end shows without a kernel, the grader's feedback pages
+included.
 Elsewhere it is tqdm's text bar on standard error.
 """
 
-import html
 import math
 import sys
 import time
@@ -79,12 +80,15 @@ def _in_a_notebook() -> bool:
     return getattr(shell, "kernel", None) is not None
 
 
+BAR_WIDTH = 20  # characters of the notebook's bar
+
+
 class ProgressBar:
     """How far training has gone: ``update(step, loss)`` after each step, ``close(...)`` once,
     whatever happened, with the steps done, the last loss and why it stopped.
 
-    In a notebook, one display output (HTML with a plain-text twin) redrawn in place at most
-    every ``every`` seconds; its last drawing is the summary, so a saved notebook shows it as
+    In a notebook, one plain-text display output redrawn in place at most every ``every``
+    seconds; its last drawing is the summary, so a saved notebook shows it as
     it ended. Elsewhere, tqdm's text bar on standard error, left on screen at the end."""
 
     def __init__(self, total: int, desc: str = "training", every: float = 0.5, notebook=None):
@@ -109,19 +113,9 @@ class ProgressBar:
         return line + (f" ({ended})" if ended else "")
 
     def _bundle(self, step: int, loss: float | None, ended: str | None) -> dict:
-        text = self._line(step, loss, ended)
-        done = ended is not None and step == self.total
-        colour = "#009E73" if done else ("#D55E00" if ended else "#0072B2")
-        percent = 100 * step / max(self.total, 1)
-        return {
-            "text/plain": text,
-            "text/html": (
-                '<div class="ac-progress" style="display:flex;align-items:center;gap:0.6em">'
-                '<div style="width:14em;height:0.8em;border:1px solid #888;border-radius:3px">'
-                f'<div style="width:{percent:.1f}%;height:100%;background:{colour}"></div></div>'
-                f'<span style="font-family:monospace">{html.escape(text)}</span></div>'
-            ),
-        }
+        filled = round(BAR_WIDTH * step / max(self.total, 1))
+        bar = "\u2588" * filled + "\u2591" * (BAR_WIDTH - filled)
+        return {"text/plain": f"{bar} {self._line(step, loss, ended)}"}
 
     def update(self, step: int, loss: float) -> None:
         if self.text_bar is not None:
