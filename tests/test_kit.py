@@ -455,8 +455,6 @@ KIT_CANNOT_NAME = {
 # is not reached before the visible test fails. The grader's diagnosis names them. Each
 # must still fail a visible test; they run in packs of their own (no two on one cell).
 QUESTION_CANNOT_NAME = {
-    ("01_rnn_bottleneck", "steps-stop-at-first-eos"),
-    ("01_rnn_bottleneck", "steps-encoder-one-call"),
     ("02_bahdanau_attention", "local-window-longer-than-source"),
     ("02_bahdanau_attention", "general-cost-of-one-step"),
     ("02_bahdanau_attention", "general-query-per-position"),

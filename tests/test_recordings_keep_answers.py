@@ -38,10 +38,6 @@ MEASURED_HERE = (
     "measure its other cases in the notebook (given code, torch's counters) or drop them"
 )
 PENDING = {
-    (
-        "01_rnn_bottleneck",
-        "sequential_steps",
-    ): f"measured_sequential_steps at 2 cases: {MEASURED_HERE}",
     ("02_bahdanau_attention", "scores_per_step"): f"counted_scores at 3 cases: {MEASURED_HERE}",
     ("02_bahdanau_attention", "score_multiply_adds"): (
         f"counted_score_multiply_adds at 4 cases: {MEASURED_HERE}"
