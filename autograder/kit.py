@@ -118,15 +118,18 @@ COMMANDS = {"course-validate": "attention_course.validate:main"}
 
 # What the kit sets in the student's Jupyter, as files the wheel installs into the
 # environment (<environment>/<folder>/<name>): JupyterLab's terminal finds the kit's commands
-# (the server extension attention_course.lab), and JupyterLab saves the widgets' state with
-# a notebook, so that a reopened notebook shows its explorers as they were left rather than
-# "Loading widget...". Another environment's Jupyter is left as it is.
+# (the server extension attention_course.lab); JupyterLab saves the widgets' state with a
+# notebook, so that a reopened notebook shows its explorers as they were left rather than
+# "Loading widget..."; and it does not offer to fetch Jupyter's news from the web. Defaults
+# (overrides.d), which the student's own settings override; another environment's Jupyter
+# is left as it is.
 JUPYTER_FILES = {
     ("etc/jupyter/jupyter_server_config.d", "attention_course.json"): {
         "ServerApp": {"jpserver_extensions": {"attention_course.lab": True}}
     },
     ("share/jupyter/lab/settings/overrides.d", "attention_course.json"): {
-        "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}
+        "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True},
+        "@jupyterlab/apputils-extension:notification": {"fetchNews": "false"},
     },
 }
 

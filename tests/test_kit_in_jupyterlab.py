@@ -286,6 +286,7 @@ def run_in_jupyterlab(path: str, base: str, notebook: str) -> dict:
             seen["reopened text"] = page.evaluate(
                 "() => document.querySelector('.jp-Notebook').innerText"
             )
+            seen["page text"] = page.evaluate("() => document.body.innerText")
 
             # JupyterLab's terminal, opened in the notebook's folder as its launcher opens it
             terminal = api(base, "POST", "/api/terminals", {"cwd": str(Path(notebook).parent)})
@@ -346,6 +347,7 @@ def test_a_notebook_of_the_kit_in_jupyterlab(tmp_path):
     assert seen["reopened"][:2] == ran[:2]
     assert "Loading widget" not in seen["reopened text"]
     assert "Error displaying widget" not in seen["reopened text"]
+    assert "official Jupyter news" not in seen["page text"]  # not offered: nothing fetched
 
     # JupyterLab's terminal finds the kit's python and its command, which runs the check
     said = seen["terminal"]
