@@ -39,9 +39,6 @@ MEASURED_HERE = (
 )
 PENDING = {
     ("02_bahdanau_attention", "scores_per_step"): f"counted_scores at 3 cases: {MEASURED_HERE}",
-    ("02_bahdanau_attention", "score_multiply_adds"): (
-        f"counted_score_multiply_adds at 4 cases: {MEASURED_HERE}"
-    ),
     ("03_convs2s", "dilated_receptive_field"): (
         f"dilated_stack and measured_receptive_field at 4 cases: {MEASURED_HERE}"
     ),
