@@ -179,8 +179,13 @@ def greedy_decode(model: ConvS2S, src, src_lengths, max_len: int, return_weights
     over the whole prefix and reads the newest position.
 
     Returns ids (B, L), L <= max_len; with ``return_weights`` also the attention weights of
-    every decoder layer for those ids, a list of (B, L, S).
+    every decoder layer for those ids, a list of (B, L, S). A ConvS2S only: chapter 06's
+    Transformer decodes with the loop that chapter asks you to write.
     """
+    if not isinstance(model, ConvS2S):
+        raise TypeError(
+            f"greedy_decode here decodes a ConvS2S (chapter 03), not a {type(model).__name__}"
+        )
     memory, src_mask = model.encode(src, src_lengths)
     B = src.size(0)
     prefix = torch.full((B, 1), BOS_ID, dtype=torch.long, device=src.device)  # (B, 1)

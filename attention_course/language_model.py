@@ -70,15 +70,6 @@ class LMConfig:
     max_len: int = 4096  # length of the sinusoidal or learned position table
 
 
-def sinusoids(max_len: int, d_model: int) -> torch.Tensor:
-    """Vaswani et al.'s positions (max_len, d_model): sin and cos of pos / 10000^{2i/d}."""
-    pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (T, 1)
-    angle = pos / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
-    pe = torch.zeros(max_len, d_model)
-    pe[:, 0::2], pe[:, 1::2] = angle.sin(), angle.cos()
-    return pe  # (T, d_model)
-
-
 class ConcatCache:
     """The plainest KV cache: the keys and values so far, grown by concatenation at every
     step (chapter 08's test of the attention layer decodes with it; the exercise after that
@@ -141,7 +132,9 @@ class DecoderLM(nn.Module):
         if cfg.position == "learned":
             self.position = nn.Embedding(cfg.max_len, cfg.d_model)
             nn.init.normal_(self.position.weight, std=cfg.d_model**-0.5)
-        if cfg.position == "sinusoidal":
+        if cfg.position == "sinusoidal":  # chapter 06's answer: handed out after it
+            from attention_course.handed_out.transformer import sinusoids
+
             self.register_buffer("pe", sinusoids(cfg.max_len, cfg.d_model), persistent=False)
         if cfg.position == "alibi":
             self.register_buffer("slopes", parts.alibi_slopes(cfg.num_heads), persistent=False)

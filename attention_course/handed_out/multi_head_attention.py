@@ -1,10 +1,22 @@
 """Chapter 05's multi-head attention, as the course hands it to the chapters after it
-(chapter 06's Transformer is made of it; chapter 09's ViT of the self-attention below)."""
+(chapter 06's Transformer is made of it; chapter 09's ViT of the self-attention below;
+chapter 10's recall model splits and merges its heads with the functions below)."""
 
 import math
 
 import torch
 from torch import nn
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """(B, T, d_model) -> (B, h, T, d_k): the last axis cut into h blocks of d_k = d_model / h,
+    block i going to head i."""
+    return x.unflatten(-1, (num_heads, x.size(-1) // num_heads)).transpose(-3, -2)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(B, h, T, d_k) -> (B, T, h * d_k): the heads side by side along the features."""
+    return x.transpose(-3, -2).flatten(-2)
 
 
 class MultiHeadAttention(nn.Module):
@@ -27,8 +39,7 @@ class MultiHeadAttention(nn.Module):
             setattr(self, name, nn.Linear(d_model, d_model, bias=False))
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, _ = x.shape
-        return x.unflatten(-1, (self.num_heads, self.d_k)).permute(0, 2, 1, 3)  # (B, h, T, d_k)
+        return split_heads(x, self.num_heads)  # (B, h, T, d_k)
 
     def forward(self, query, key, value, mask=None):
         Q, K, V = (
