@@ -39,13 +39,6 @@ MEASURED_HERE = (
 )
 PENDING = {
     ("02_bahdanau_attention", "scores_per_step"): f"counted_scores at 3 cases: {MEASURED_HERE}",
-    ("03_convs2s", "dilated_receptive_field"): (
-        f"dilated_stack and measured_receptive_field at 4 cases: {MEASURED_HERE}"
-    ),
-    ("03_convs2s", "dilated_layers_to_connect"): (
-        "measured_receptive_field of stacks of the answer's depth and one less, at 3 cases (the "
-        f"recorded inputs are the answers): {MEASURED_HERE}"
-    ),
     ("04_dot_product_attention", "attention_outgrows_projections"): (
         "counted_multiply_adds at 4 cases, both costs at every length (a curve): count the "
         "multiply-adds at the answer's length and one less only, measured in the notebook"
