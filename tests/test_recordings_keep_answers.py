@@ -67,10 +67,6 @@ PENDING = {
     ("09_vision_transformer", "token_counts"): (
         f"VisionTransformer's weights at 2 cases (their shapes are the counts): {MEASURED_HERE}"
     ),
-    ("10_attention_since_2023", "state_smaller_from"): (
-        "linear_attention_recurrent's state at 3 cases (its size is half the answer): measure "
-        "the student's own linear_attention_recurrent at the other cases"
-    ),
 }
 
 
