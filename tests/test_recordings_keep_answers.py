@@ -64,9 +64,6 @@ PENDING = {
     ("08_language_models", "window_layers_to_reach"): (
         f"measured_window_field at every depth of 4 cases: {MEASURED_HERE}"
     ),
-    ("09_vision_transformer", "token_counts"): (
-        f"VisionTransformer's weights at 2 cases (their shapes are the counts): {MEASURED_HERE}"
-    ),
 }
 
 
