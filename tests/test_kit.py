@@ -221,11 +221,6 @@ def _lines(name: str, data: bytes) -> set[str]:
 # Lines of the kit that are also a secret line, each for a reason: what a chapter gives as
 # its own tool, or a line too common to tell anything.
 SHARED = {
-    # chapter 08's language model, a tool of the kit, has its own sinusoidal table (the
-    # equation that chapter 06's page states, and a baseline for chapter 08's comparison)
-    "pe = torch.zeros(max_len, d_model)": "language_model.py",
-    "pos = torch.arange(max_len, dtype=torch.float32)[:, None]": "language_model.py",
-    "pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (T, 1)": "language_model.py",
     # chapter 01's decoder and decoding loop, handed out from chapter 02 on, start as
     # chapter 02's attention decoder and chapter 06's loop do
     "y = self.embedding(prev_token)": "handed_out/rnn_bottleneck.py",
