@@ -447,8 +447,9 @@ KIT_CANNOT_NAME = {
 }
 # Mistakes of graded questions that the kit cannot name, by design: the kit keeps one case of
 # each question (autograder/record.py), which does not tell these apart from the others or
-# is not reached before the visible test fails. The grader's diagnosis names them. Each
-# must still fail a visible test; they run in packs of their own (no two on one cell).
+# is not reached before the visible test fails (the kit then names none, or several it
+# cannot tell apart). The grader's diagnosis names them. Each must still fail a visible
+# test; they run in packs of their own (no two on one cell).
 QUESTION_CANNOT_NAME = {
     ("02_bahdanau_attention", "local-window-longer-than-source"),
     ("02_bahdanau_attention", "general-cost-of-one-step"),
@@ -544,7 +545,7 @@ def _named_from_kit(chapter: str, runs: list, code: int, output: str) -> tuple[l
                 own = {c: failed[c] for c in m.breaks if c in failed}
                 if not own:
                     problems.append(f"{chapter}: {m.name} fails no visible test")
-                elif any(m.name in names for names in own.values()):
+                elif any(list(names) == [m.name] for names in own.values()):  # it alone
                     problems.append(f"{chapter}: {m.name} is named now: {own}; update the list")
             continue
         if len(run) > 1:
