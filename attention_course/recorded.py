@@ -44,9 +44,9 @@ import torch
 from torch import nn
 
 from attention_course import __version__
+from attention_course.runtime import RECORD_ENV
 
 GROUP = "attention_course.instructor"
-RECORD_ENV = "ATTENTION_COURSE_RECORD"
 DATA = Path(__file__).resolve().parent / "data" / "recorded"
 ATOL, RTOL = 1e-5, 1e-4
 

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     import torch
 
 GRADING_ENV = "ATTENTION_COURSE_GRADING"
+# Set by the release while it records the reference's answers (attention_course/recorded.py);
+# here, where the grader can name it without importing PyTorch.
+RECORD_ENV = "ATTENTION_COURSE_RECORD"
 
 
 def set_seed(seed: int = 0) -> None:

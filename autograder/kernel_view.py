@@ -41,8 +41,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
-from attention_course.recorded import RECORD_ENV
-from attention_course.runtime import GRADING_ENV
+from attention_course.runtime import GRADING_ENV, RECORD_ENV
 from autograder.chapters import ALL_CHAPTERS, INSTALLED_ROOT
 
 # The variables a kernel may inherit, by name: what Python, the numerical libraries and

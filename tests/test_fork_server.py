@@ -344,3 +344,16 @@ def test_a_killed_grading_processs_socket_folder_is_removed_by_the_next_server(
     new = Path(_new_folder())
     assert not left.exists() and running.is_dir() and other.is_dir()
     assert new.parent == tmp_path and new.name.startswith(f"{FOLDER_PREFIX}{os.getpid()}-")
+
+
+def test_the_grading_processes_do_not_import_pytorch():
+    """The grader and its workers import nbgrader and the sandbox, not PyTorch (over a
+    second of a run's start, per process): only the fork server and the kernels need it.
+    What names the kernels' environment (autograder/kernel_view.py) reads its variables'
+    names from attention_course.runtime, not from modules that import PyTorch."""
+    import subprocess
+    import sys
+
+    probe = "import sys, autograder.grade, autograder.job; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.stdout.strip() == "False", result.stdout + result.stderr
