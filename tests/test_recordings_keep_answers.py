@@ -19,6 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
+from test_mistakes import _visible
 
 from attention_course import diagnosis as kit_diagnosis
 from attention_course import recorded as R
@@ -238,16 +239,6 @@ def _lookup(name: str, prints: dict):
         return R.unpack(result["out"])
 
     return answer
-
-
-def _visible(source: str) -> str:
-    kept, hidden = [], False
-    for line in source.splitlines():
-        if "BEGIN HIDDEN TESTS" in line or "END HIDDEN TESTS" in line:
-            hidden = "BEGIN" in line
-        elif not hidden:
-            kept.append(line)
-    return "\n".join(kept)
 
 
 @pytest.mark.parametrize("chapter", ALL_CHAPTERS)
