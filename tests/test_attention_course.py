@@ -705,10 +705,10 @@ OTHER_HELPERS = [
     ),
     (
         "09_vision_transformer",
-        "token_counts",
-        "    count = num_layers * num_heads * token_count(image_size, patch_size) ** 2\n",
-        "    count = measured(image_size, patch_size, num_heads, num_layers)[1]\n",
-        "test_token_counts",
+        "smallest_patch_within",
+        "        if num_layers * num_heads * tokens**2 <= budget:  # (1, h, T, T) a layer\n",
+        "        if counted_here(image_size, patch_size, num_heads, num_layers) <= budget:\n",
+        "test_smallest_patch_within",
     ),
 ]
 

@@ -28,11 +28,13 @@ from autograder.reference.vision_transformer import (
     attention_rollout,
     attention_weight_count,
     mean_attention_distance,
+    measured_attention_weights,
     patch_distances,
     patch_embedding_as_conv,
     patch_embedding_multiply_adds,
     patch_embedding_parameters,
     patchify,
+    smallest_patch_within,
     token_count,
     unpatchify,
 )
@@ -236,6 +238,33 @@ def test_token_and_weight_counts_are_what_a_vit_returns(image_size, P, heads, la
     assert token_count(image_size, P) == weights[0].shape[-1] == cfg.num_patches + 1
     assert attention_weight_count(image_size, P, heads, layers) == sum(w.numel() for w in weights)
     assert attention_weight_count(224, 16, 12, 12) == 12 * 12 * 197**2
+    # the meta-device count that chapter 09's hidden tests measure with
+    assert measured_attention_weights(image_size, P, heads, layers) == sum(
+        w.numel() for w in weights
+    )
+
+
+@pytest.mark.parametrize(
+    ("image_size", "budget", "heads", "layers", "expected"),
+    [
+        (30, 5_000, 4, 2, 10),  # patches of 6 make 26 tokens: 8 x 676 weights
+        (24, 8_214, 2, 3, 4),  # exactly the weights of patches of 4: 6 x 37^2
+        (384, 50_000_000, 12, 12, 16),  # ViT-B/16 at 384: 47,941,776; patches of 12 cost more
+        (37, 8, 2, 1, 37),  # a prime side: one patch and the class token
+    ],
+)
+def test_the_smallest_patch_within_a_budget_is_measured_so(
+    image_size, budget, heads, layers, expected
+):
+    assert smallest_patch_within(image_size, budget, heads, layers) == expected
+    assert measured_attention_weights(image_size, expected, heads, layers) <= budget
+    finer = [p for p in range(1, expected) if image_size % p == 0]
+    assert all(measured_attention_weights(image_size, p, heads, layers) > budget for p in finer)
+
+
+def test_no_patch_fits_a_budget_below_one_patch():
+    with pytest.raises(ValueError, match="no patch size"):
+        smallest_patch_within(12, 3, 1, 1)
 
 
 # ---------------------------------------------------------------- rollout

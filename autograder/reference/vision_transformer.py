@@ -166,6 +166,38 @@ def attention_weight_count(image_size: int, patch_size: int, num_heads: int, num
     return num_layers * num_heads * token_count(image_size, patch_size) ** 2
 
 
+def smallest_patch_within(image_size: int, budget: int, num_heads: int, num_layers: int) -> int:
+    """The smallest patch size P dividing image_size whose attention weights for one image,
+    num_layers * num_heads * ((image_size / P)^2 + 1)^2 (:func:`attention_weight_count`), are
+    at most ``budget``: the weights fall as the patch grows, so the first that fits."""
+    for patch_size in range(1, image_size + 1):
+        if image_size % patch_size:
+            continue  # the patches must tile the image
+        if attention_weight_count(image_size, patch_size, num_heads, num_layers) <= budget:
+            return patch_size
+    raise ValueError(f"no patch size of a {image_size} x {image_size} image fits {budget} weights")
+
+
+def measured_attention_weights(
+    image_size: int, patch_size: int, num_heads: int, num_layers: int
+) -> int:
+    """The attention weights the course's ViT of that shape returns for one image, counted
+    (the entries of its L tensors (1, h, T, T)): the measurement that chapter 09's test
+    compares smallest_patch_within with. The model runs on PyTorch's meta device, which
+    computes shapes and no numbers, so that ViT-B's sizes cost neither memory nor time."""
+    config = ViTConfig(
+        image_size=image_size,
+        patch_size=patch_size,
+        d_model=num_heads,  # one number a head: the shapes of the weights are all we count
+        num_heads=num_heads,
+        num_layers=num_layers,
+        d_ff=1,
+    )
+    with torch.device("meta"), torch.no_grad():
+        _, weights = VisionTransformer(config)(torch.zeros(1, 1, image_size, image_size))
+    return sum(w.numel() for w in weights)
+
+
 def patch_embedding_multiply_adds(
     image_size: int, patch_size: int, channels: int, d_model: int
 ) -> int:
