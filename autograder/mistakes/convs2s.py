@@ -81,7 +81,7 @@ MISTAKES = [
     mistake(
         "field-without-the-output",
         "dilated_receptive_field",
-        "the field leaves out the output's own position: one input too few",
+        "the field leaves out the output's own position",
         "(2**num_layers - 1) + 1",
         "(2**num_layers - 1)",
         "test_dilated_receptive_field",

@@ -98,8 +98,8 @@ MISTAKES = [
     mistake(
         "rank-of-full-width",
         "head_score_rank",
-        "the rank is bounded by d_model, the width before the split, instead of d_k, the "
-        "width of one head",
+        "the rank is bounded by d_model, the width before the split, as if each head's "
+        "queries and keys were as wide as the model's",
         "rank = min(T_q, T_k, d_k)",
         "rank = min(T_q, T_k, d_model)",
         "test_head_score_rank",

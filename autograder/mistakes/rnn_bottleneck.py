@@ -116,7 +116,7 @@ MISTAKES = [
     mistake(
         "gru-four-gates",
         "gru_parameters",
-        "the GRU is counted with four blocks of weights like an LSTM instead of three",
+        "the GRU is counted with four blocks of weights, as if it had an LSTM's gates",
         "3 * (E * H + H * H + 2 * H)",
         "4 * (E * H + H * H + 2 * H)",
         "test_gru_parameters",

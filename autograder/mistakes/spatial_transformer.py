@@ -99,8 +99,8 @@ MISTAKES = [
     mistake(
         "compose-in-the-order-applied",
         "compose_theta",
-        "theta_2 times theta_1, in the order the transforms act on the image, instead of theta_1 "
-        "times theta_2 (theta maps the output's points to the input's)",
+        "theta_2 times theta_1, in the order the transforms act on the image, though theta maps "
+        "the output's points to the input's",
         "theta = theta_1 @ torch.cat([theta_2, bottom], dim=1)",
         "theta = theta_2 @ torch.cat([theta_1, bottom], dim=1)",
         "test_compose_theta",
@@ -126,8 +126,8 @@ MISTAKES = [
     mistake(
         "reinforce-error-not-divided-by-k",
         "reinforce_mse",
-        "the error is that of one sample whatever K, though the mean of K independent estimates "
-        "has 1 / K of their variance",
+        "the error is that of one sample whatever K: the effect of averaging K independent "
+        "estimates is left out",
         ".item() / num_samples",
         ".item()",
         "test_reinforce_mse",
