@@ -69,10 +69,12 @@ def extrapolation(rows: list[dict], factors: list[int]) -> Verdict:
 def grouped_queries(rows: list[dict], close: float = 0.02) -> Verdict:
     """Ainslie et al.'s claim at small scale: grouped-query attention (half the key/value
     heads) keeps multi-head attention's quality. The loss gaps are relative and paired by
-    seed (the same data in the same batches). Held: GQA's mean gap to MHA is below
-    ``close``. The paper's second observation, MQA a little behind, is reported, not
-    judged: ``mqa_behind`` seeds of ``seeds``, and whether MQA's mean gap exceeds twice its
-    standard error (``mqa_gap_resolved``)."""
+    seed (the same data in the same batches). Held (non-inferiority): GQA's mean gap to MHA
+    plus twice its standard error is below ``close``; where the mean less twice the error is
+    above it, GQA lost quality (``gqa_worse_resolved``); in between, not resolved. The
+    paper's second observation, MQA a little behind, is reported, not judged:
+    ``mqa_behind`` seeds of ``seeds``, and whether MQA's mean gap exceeds twice its standard
+    error (``mqa_gap_resolved``)."""
     heads = sorted({r["num_kv_heads"] for r in rows})
     mha = by_seed(rows, "num_kv_heads", heads[-1])
     gqa = by_seed(rows, "num_kv_heads", heads[1])
@@ -89,11 +91,15 @@ def grouped_queries(rows: list[dict], close: float = 0.02) -> Verdict:
         return statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else float("inf")
 
     g, q = gaps(gqa), gaps(mqa)
+    upper, lower = statistics.mean(g) + 2 * error(g), statistics.mean(g) - 2 * error(g)
     return Verdict(
-        statistics.mean(g) < close,
-        f"GQA's held-out loss, paired by seed, on average within {close:.0%} of MHA's",
+        upper < close,
+        f"GQA's held-out loss, paired by seed, within {close:.0%} of MHA's: its mean gap plus "
+        "twice its standard error",
         {
             "seeds": seeds,
+            "margin": close,
+            "gqa_worse_resolved": lower > close,
             "gqa_gaps": g,
             "mqa_gaps": q,
             "gqa_behind": sum(x > 0 for x in g),

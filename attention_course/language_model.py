@@ -174,9 +174,11 @@ class DecoderLM(nn.Module):
         if self.cfg.position == "learned":
             x = x + self.position(positions)
         elif self.cfg.position == "sinusoidal":
-            # Vaswani et al.'s ratio, as chapter 06: sqrt(d_model) E[ids] (norm about
-            # sqrt(d_model)) + PE (norm sqrt(d_model / 2)); unscaled, position swamps content
-            x = x * math.sqrt(self.cfg.d_model) + self.pe[positions]
+            # Vaswani et al.'s ratio, as chapter 06: sqrt(d_model) E[ids] + PE (norm
+            # sqrt(d_model / 2)), unscaled position swamping content; here divided through by
+            # sqrt(d_model), so that the residual stream starts at the size of the other
+            # kinds' (the tokens' norm about 1): E[ids] + PE / sqrt(d_model)
+            x = x + self.pe[positions] / math.sqrt(self.cfg.d_model)
         rotary = None
         if self.cfg.position == "rotary":
             rotary = positions if valid is None else positions[:, None, :]  # (T,) or (B, 1, T)

@@ -306,6 +306,7 @@ def _steps(start: float, stop: float, step: float) -> list[float]:
 def sampling_explorer(
     grid_fn,
     sample_fn,
+    theta_fn,
     image,
     out_size: int = 40,
     on_page: dict | None = None,
@@ -314,11 +315,12 @@ def sampling_explorer(
     its grid samples drawn on ``image`` (H, W), and the warped image.
 
     ``grid_fn(theta, size)`` and ``sample_fn(U, grid)`` are an affine grid generator and
-    a bilinear sampler (the notebook passes the student's own). ``on_page`` maps a slider
+    a bilinear sampler, ``theta_fn(degrees, scale, (shift_x, shift_y))`` the theta (2, 3)
+    that shows a digit of that pose upright (the notebook passes the student's own three,
+    ``undo_distortion`` the last). ``on_page`` maps a slider
     ("degrees", "scale", "shift_x", "shift_y") to the few values drawn for the website;
     by default rotations every 30 degrees and four scales, the shifts at zero.
     """
-    from attention_course.data.digits import pose_theta
     from attention_course.plots import draw_sampling_grid
 
     image = torch.as_tensor(image).detach().float().cpu()
@@ -333,10 +335,8 @@ def sampling_explorer(
     }
 
     def draw(degrees: float, scale: float, shift_x: float, shift_y: float):
-        theta = pose_theta(
-            torch.tensor([degrees]), torch.tensor([scale]), torch.tensor([[shift_x, shift_y]])
-        )  # (1, 2, 3)
         with torch.no_grad():
+            theta = torch.as_tensor(theta_fn(degrees, scale, (shift_x, shift_y))).float()[None]
             grid = grid_fn(theta, (1, 1, out_size, out_size))  # (1, H', W', 2)
             warped = sample_fn(image[None, None], grid)  # (1, 1, H', W')
         fig, (left, right) = plt.subplots(1, 2, figsize=(8, 4))
@@ -367,7 +367,7 @@ def sampling_explorer(
     )
 
 
-def explore_sampling(grid_fn, sample_fn, image, out_size: int = 40, static: bool = False):
+def explore_sampling(grid_fn, sample_fn, theta_fn, image, out_size: int = 40, static: bool = False):
     """Show :func:`sampling_explorer`: sliders in a notebook, or with ``static=True`` its
     pre-rendered frames (for the website)."""
-    _show(sampling_explorer(grid_fn, sample_fn, image, out_size), static)
+    _show(sampling_explorer(grid_fn, sample_fn, theta_fn, image, out_size), static)

@@ -639,8 +639,10 @@ class FeedbackExporter(HTMLExporter):
         cell = context.get("cell", {})
         if not speedups.on("page-parts-once") or cell.get("attachments") or self.embed_images:
             return page_safe(super().markdown2html(context, source))
-        path = context.get("resources", {}).get("metadata", {}).get("path", "")
-        key = (source, path, self.anchor_link_text, self.exclude_anchor_links)
+        # The folder of the notebook (resources' path, a student's own) is read only to embed
+        # images, which these pages do not: the key leaves it out, so that a class's pages
+        # share the HTML of their common cells.
+        key = (source, self.anchor_link_text, self.exclude_anchor_links)
         key += (repr(sorted(self.lexer_options.items())),)
         if key not in _MARKDOWN_HTML:
             made = page_safe(super().markdown2html(context, source))

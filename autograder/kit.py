@@ -84,10 +84,10 @@ run in the kit's folder.
 
        python3.11 -m venv course
 
-   Then install the kit, with this same command for every chapter's kit (the CPU build of
-   torch comes from PyTorch's own index):
+   Then install the kit (the CPU build of torch comes from PyTorch's own index); every
+   chapter's kit installs with this command, its own wheel's name in it:
 
-       course/bin/pip install --extra-index-url {torch_cpu} {pattern}
+       course/bin/pip install --extra-index-url {torch_cpu} {wheel}
 
    For a later chapter's kit, course/ is the environment you made the first time (for
    example ../<your first kit's folder>/course/bin/pip): the later kit replaces the earlier
@@ -308,7 +308,7 @@ def build(out: Path, through: str = ALL_CHAPTERS[-1]) -> dict[str, Path]:
                 kit_version=kit_version(through),
                 through=through,
                 torch_cpu=TORCH_CPU,
-                pattern=f"{DISTRIBUTION.replace('-', '_')}-*.whl",
+                wheel=wheel.name,
             ),
         )
     return {"wheel": wheel, "notebooks": notebooks, "zip": archive}

@@ -35,6 +35,7 @@ from attention_course import GRADING_ENV
 from attention_course.diagnosis import SOLUTION
 from attention_course.recorded import DATA, RECORD_ENV, close, quantised, rounded
 from autograder.chapters import CourseError, solution_path, validate_chapters
+from autograder.experiments import is_marked
 from autograder.solutions_out import solutions_notebook
 
 SAVE = "from attention_course.recorded import save_recording\n\nsave_recording()"
@@ -76,6 +77,11 @@ def record(root: Path, chapters: list[str] | None = None, out: Path = DATA) -> l
     written = []
     for chapter in validate_chapters(root, chapters):
         nb = solutions_notebook(root, chapter)
+        # the cells grading skips (training, plots, explorers) are left out here too: no
+        # visible test reads them, and an explorer's widget cell leaves nbclient waiting for
+        # an execute reply until the cell's timeout (ipywidgets' interactive drawing through
+        # matplotlib, 2026-11-29)
+        nb.cells = [c for c in nb.cells if not is_marked(c)]
         nb.cells.append(nbformat.v4.new_code_cell(SAVE))
         target = Path(out) / f"{chapter}.pt"
         saved = {k: os.environ.get(k) for k in (RECORD_ENV, GRADING_ENV)}
@@ -106,6 +112,24 @@ def record(root: Path, chapters: list[str] | None = None, out: Path = DATA) -> l
 
 
 # ---------------------------------------------------------------- keeping the answers out
+
+
+def question_tags(cell: str, mistakes) -> dict[str, str]:
+    """What the kit calls each known mistake of the graded question ``cell``: the question
+    and a number (``scores-per-step-2``), in the order of the mistakes' names. A mistake's
+    own name reads like its text ("local-window-without-centre"), and the recording a
+    student can read would list them as a checklist of the answer; the grader names them."""
+    stem = cell.replace("_", "-")
+    return {m: f"{stem}-{i}" for i, m in enumerate(sorted(mistakes), start=1)}
+
+
+def chapter_question_tags(chapter: str, exercise_of: dict[str, str]) -> dict[str, str]:
+    """:func:`question_tags` of every graded question of ``chapter``, for the mistakes of
+    ``exercise_of`` (mistake -> the grade id of its exercise)."""
+    tags = {}
+    for cell in QUESTIONS.get(chapter, ()):
+        tags |= question_tags(cell, [m for m, c in exercise_of.items() if c == cell])
+    return tags
 
 
 def question_names(prints: dict, chapter: str) -> dict[str, str]:
@@ -161,8 +185,9 @@ def _choose(calls: list[dict], names: list[str], mistakes: list[str]) -> list[in
 def keep_answers(data: dict, chapter: str) -> dict[str, str]:
     """Keep the graded questions' answers out of a chapter's recording (``data``, as
     ``torch.load`` reads it; changed in place): of the known mistakes' results on each
-    question's functions, one call (:func:`_choose`), the mistakes'
-    texts left empty (the kit then says "a known mistake of this question"); the values a
+    question's functions, one call (:func:`_choose`), the mistakes' texts left empty (the
+    kit then says "a known mistake of this question") and their names replaced by
+    :func:`question_tags`; the values a
     visible test compares within 10 % on a grid (:data:`ROUNDED`, :data:`ROUNDED_CALLS`).
     Returns the questions' mistakes the kit can no longer name from that one case, with why."""
     prints = data.get("mistakes") or {}
@@ -202,4 +227,14 @@ def keep_answers(data: dict, chapter: str) -> dict[str, str]:
         for entry in data["calls"].get(key, []):
             if isinstance(entry["out"], int | float) and not isinstance(entry["out"], bool):
                 entry["out"] = quantised(entry["out"], step)
+    _rename(prints, chapter_question_tags(chapter, mistakes))
     return unnamed
+
+
+def _rename(prints: dict, tags: dict[str, str]) -> None:
+    """Call the graded questions' mistakes by their :func:`question_tags` in ``prints``
+    (``data["mistakes"]``, changed in place)."""
+    for key in ("says", "exercise"):
+        prints[key] = {tags.get(m, m): v for m, v in prints.get(key, {}).items()}
+    for entry in prints.get("calls", []):
+        entry["results"] = {tags.get(m, m): r for m, r in entry["results"].items()}

@@ -423,7 +423,7 @@ def test_every_explorer_has_a_static_version(monkeypatch):
     import matplotlib.pyplot as plt
 
     import attention_course.widgets as widgets_module
-    from autograder.reference.spatial import affine_grid, bilinear_sample
+    from autograder.reference.spatial import affine_grid, bilinear_sample, undo_distortion
 
     shown = []
     monkeypatch.setattr(widgets_module, "display", shown.append)
@@ -450,6 +450,7 @@ def test_every_explorer_has_a_static_version(monkeypatch):
     explorer = widgets_module.sampling_explorer(
         affine_grid,
         bilinear_sample,
+        undo_distortion,
         torch.rand(8, 8),
         out_size=8,
         on_page={"degrees": [0.0, 90.0], "scale": [1.0]},

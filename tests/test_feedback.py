@@ -330,3 +330,30 @@ def test_a_code_cells_highlighting_is_made_once_whatever_its_metadata():
     assert first == again == f"<None>{source}" and len(calls) == 1
     bash = cached(source, None, {"magics_language": "bash"})
     assert bash == f"<bash>{source}" and len(calls) == 2
+
+
+def test_a_markdown_cell_is_rendered_once_for_a_whole_class(monkeypatch):
+    """The HTML of a markdown cell is remembered by its source, not by the student's folder
+    (read only to embed images, which these pages do not), so that a class's pages share
+    the cells they have in common; a cell with attachments is rendered each time."""
+    from nbconvert.exporters import HTMLExporter
+
+    rendered = []
+
+    def render(self, context, source):
+        rendered.append(source)
+        return f"<p>{source}</p>"
+
+    monkeypatch.setattr(HTMLExporter, "markdown2html", render)
+    exporter = feedback_module.FeedbackExporter()
+    source = "A cell every student has, 2026-11-29."
+    pages = [
+        exporter.markdown2html(
+            {"cell": {}, "resources": {"metadata": {"path": f"/out/{student}"}}}, source
+        )
+        for student in ("ada", "bob")
+    ]
+    assert pages[0] == pages[1] == f"<p>{source}</p>" and rendered == [source]
+    attached = {"cell": {"attachments": {"a.png": {}}}, "resources": {}}
+    exporter.markdown2html(attached, source)
+    assert rendered == [source, source]

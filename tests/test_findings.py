@@ -50,7 +50,20 @@ def gqa_rows(gqa_gap=0.0, mqa_gap=0.01, seeds=range(5)):
 def test_grouped_queries_judges_gqa_and_reports_mqa():
     held = findings.grouped_queries(gqa_rows())
     assert held.held and held.facts["mqa_gap_resolved"] and held.facts["mqa_behind"] == 5
-    assert not findings.grouped_queries(gqa_rows(gqa_gap=0.05)).held
+    worse = findings.grouped_queries(gqa_rows(gqa_gap=0.05))
+    assert not worse.held and worse.facts["gqa_worse_resolved"]
+
+
+def test_grouped_queries_needs_the_upper_end_of_the_gap_under_the_margin():
+    """Non-inferiority (issue 63): a mean gap under the margin whose mean + 2 SE is above it
+    is not resolved, neither held nor lost."""
+    rows = gqa_rows()
+    for r in rows:  # GQA's gaps +1.6 % on average, +-3 % by seed
+        if r["num_kv_heads"] == 2:
+            r["held_out_loss"] *= 1.01 + 0.03 * (-1) ** r["seed"]
+    unresolved = findings.grouped_queries(rows)
+    assert 0 < unresolved.facts["gqa_mean_gap"] < 0.02
+    assert not unresolved.held and not unresolved.facts["gqa_worse_resolved"]
     noisy = findings.grouped_queries(gqa_rows(mqa_gap=0.0))
     assert noisy.held and not noisy.facts["mqa_gap_resolved"]
 

@@ -34,6 +34,7 @@ from autograder import kit  # noqa: E402
 from autograder.chapters import ALL_CHAPTERS, solution_path  # noqa: E402
 from autograder.leaks import MARKERS, secret_lines  # noqa: E402
 from autograder.mistakes import catalogue  # noqa: E402
+from autograder.record import chapter_question_tags  # noqa: E402
 from autograder.submissions import solved_notebook, untouched_notebook  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -537,6 +538,13 @@ def _named_from_kit(chapter: str, runs: list, code: int, output: str) -> tuple[l
     if not printed:
         return [f"{chapter}: the mistakes' runner printed no result: {output[-2000:]}"], []
     results = json.loads(printed[-1])  # its one line of JSON, among what it warned
+    # the kit calls a graded question's mistake by a number (record.question_tags)
+    tags = chapter_question_tags(chapter, {m.name: m.cell for m in MUTANTS[chapter]})
+    name_of = {tag: name for name, tag in tags.items()}
+    results = {
+        run: {cell: [name_of.get(tag, tag) for tag in named] for cell, named in failed.items()}
+        for run, failed in results.items()
+    }
     problems, unsure = [], []
     for run in runs:
         failed = results[_run_name(run)]
@@ -671,3 +679,5 @@ def test_each_kit_has_a_version_of_its_own(kit_through):
     with zipfile.ZipFile(built["zip"]) as z:
         readme = z.read("README.md").decode()
     assert version in readme and f"--extra-index-url {kit.TORCH_CPU}" in readme
+    # the wheel by its name: pip expands no * on Windows
+    assert f"pip install --extra-index-url {kit.TORCH_CPU} {built['wheel'].name}\n" in readme

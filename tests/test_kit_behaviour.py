@@ -17,9 +17,10 @@ coincidence of one case), the calls whose result is one of their own arguments l
 A kit of a later chapter holds the functions of every earlier kit, so checking the
 exercises of chapter C against the kit through C covers every kit that must not answer
 them. Modules are exercises (their calls are methods of a built layer): their forward
-passes are not checked here; ``tests/test_kit.py``'s line search covers their code. Nor is
-a function that answers only on arguments of another kind than the test's (chapter 07's
-``data.digits.pose_theta`` takes tensors where ``undo_distortion`` takes numbers).
+passes are not checked here; ``tests/test_kit.py``'s line search covers their code. (The
+digits' generator renders a pose with the inverse map, written on its own,
+``data.digits.canvas_to_digit``: the pose itself, chapter 07's ``undo_distortion``, is the
+reference's ``pose_matrix``, outside the kit.)
 """
 
 import contextlib

@@ -14,10 +14,9 @@ from attention_course.data.digits import (
     CLUTTERED,
     RTS,
     Distortion,
+    canvas_to_digit,
     digit_split,
     distorted_digits,
-    invert_theta,
-    pose_theta,
 )
 from attention_course.spatial_experiment import (
     CNN,
@@ -37,6 +36,7 @@ from autograder.reference.spatial import (
     SpatialTransformer,
     affine_grid,
     bilinear_sample,
+    pose_matrix,
     undo_distortion,
 )
 
@@ -82,15 +82,20 @@ def test_poses_stay_in_their_ranges_and_the_digit_stays_on_the_canvas():
     assert abs(centre.item() - 19.5) < 2
 
 
-def test_invert_theta_inverts_and_pose_theta_is_k_rotation_plus_shift():
-    theta = pose_theta(torch.tensor([30.0]), torch.tensor([0.5]), torch.tensor([[0.2, -0.1]]))
-    torch.testing.assert_close(theta[0, :, 2], torch.tensor([0.2, -0.1]))
-    torch.testing.assert_close(torch.linalg.det(theta[0, :, :2]), torch.tensor(0.25))
-    inv = invert_theta(theta)
+def test_the_rendering_map_inverts_the_pose_and_the_pose_is_k_rotation_plus_shift():
+    pose = (
+        torch.tensor([30.0, -70.0]),
+        torch.tensor([0.5, 1.3]),
+        torch.tensor([[0.2, -0.1], [0, 0.4]]),
+    )
+    theta = pose_matrix(*pose)  # (2, 2, 3) [k R(a) | t]
+    torch.testing.assert_close(theta[:, :, 2], pose[2])
+    torch.testing.assert_close(torch.linalg.det(theta[:, :, :2]), pose[1] ** 2)
+    back = canvas_to_digit(*pose)  # the kit's, written on its own
     point = torch.tensor([0.3, 0.7, 1.0])
-    there = theta[0] @ point
-    back = inv[0] @ torch.cat([there, torch.ones(1)])
-    torch.testing.assert_close(back, point[:2])
+    for i in range(2):
+        there = theta[i] @ point  # a point of the digit, on the canvas
+        torch.testing.assert_close(back[i] @ torch.cat([there, torch.ones(1)]), point[:2])
 
 
 @pytest.mark.parametrize(
@@ -149,7 +154,8 @@ def test_undo_distortion_recovers_the_upright_digit():
         similarity = F.cosine_similarity(rectified.flatten(), upright.flatten(), dim=0)
         assert similarity > 0.95, (degrees, scale, shift, similarity)
         # the inverse, the tempting wrong answer, does not
-        wrong = warp(distorted, invert_theta(theta))
+        A_inv = torch.linalg.inv(theta[:, :, :2])  # (1, 2, 2)
+        wrong = warp(distorted, torch.cat([A_inv, -A_inv @ theta[:, :, 2:]], dim=2))
         assert F.cosine_similarity(wrong.flatten(), upright.flatten(), dim=0) < 0.8
 
 
@@ -186,7 +192,7 @@ def test_pose_correlations_are_one_for_the_true_poses_and_zero_for_the_identity(
         def rectify(self, images):
             if self.theta is not None:
                 return images, self.theta.expand(len(images), 2, 3)
-            return images, pose_theta(*poses)
+            return images, pose_matrix(*poses)
 
     exact = pose_correlations(Oracle(), x, poses)
     assert set(exact) == {"x", "y", "scale", "angle"}

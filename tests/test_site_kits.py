@@ -206,7 +206,7 @@ def test_each_kit_has_a_version_and_pip_orders_them_as_the_chapters():
 
 def test_the_kits_readme_takes_torch_from_pytorchs_cpu_index():
     text = kit.README.format(
-        kit_version="0.1.0.4", through="04", torch_cpu=kit.TORCH_CPU, pattern="kit.whl"
+        kit_version="0.1.0.4", through="04", torch_cpu=kit.TORCH_CPU, wheel="kit.whl"
     )
     assert "--extra-index-url https://download.pytorch.org/whl/cpu kit.whl" in text
 

@@ -63,24 +63,15 @@ def place(images: torch.Tensor, theta: torch.Tensor, canvas: int) -> torch.Tenso
     return F.grid_sample(images[:, None], grid, mode="bilinear", align_corners=False)
 
 
-def pose_theta(degrees: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-    """The pose p = t + k R(a) q as a (N, 2, 3) matrix [k R(a) | t]: from a digit's own
-    coordinates q to the canvas's p. ``degrees`` and ``scale`` are (N,), ``shift`` (N, 2)."""
+def canvas_to_digit(degrees: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor):
+    """The map that renders a digit at the pose p = t + k R(a) q: from the canvas's
+    coordinates p back to the digit's own, q = R(-a) (p - t) / k, as a (N, 2, 3) matrix
+    [R(-a) / k | -R(-a) t / k] for ``place``. ``degrees`` and ``scale`` are (N,), ``shift``
+    (N, 2)."""
     a = torch.deg2rad(degrees)
-    cos, sin = torch.cos(a) * scale, torch.sin(a) * scale
-    return torch.stack(
-        [
-            torch.stack([cos, -sin, shift[:, 0]], dim=-1),
-            torch.stack([sin, cos, shift[:, 1]], dim=-1),
-        ],
-        dim=1,
-    )  # (N, 2, 3)
-
-
-def invert_theta(theta: torch.Tensor) -> torch.Tensor:
-    """The inverse of the affine maps ``theta`` (N, 2, 3): [A | t] -> [A^-1 | -A^-1 t]."""
-    A_inv = torch.linalg.inv(theta[:, :, :2])  # (N, 2, 2)
-    return torch.cat([A_inv, -A_inv @ theta[:, :, 2:]], dim=2)  # (N, 2, 3)
+    cos, sin = torch.cos(a) / scale, torch.sin(a) / scale  # R(-a) / k = [[cos, sin], [-sin, cos]]
+    A = torch.stack([torch.stack([cos, sin], dim=-1), torch.stack([-sin, cos], dim=-1)], dim=1)
+    return torch.cat([A, -A @ shift[:, :, None]], dim=2)  # (N, 2, 3)
 
 
 @dataclass(frozen=True)
@@ -124,7 +115,7 @@ class Distortion:
     def render(self, images, degrees, scale, shift) -> torch.Tensor:
         """The digits ``images`` (N, 8, 8) at the given poses: (N, 1, canvas, canvas)."""
         k = scale * self.digit_size / self.canvas
-        return place(images, invert_theta(pose_theta(degrees, k, shift)), self.canvas)
+        return place(images, canvas_to_digit(degrees, k, shift), self.canvas)
 
     def _clutter(self, num, others, generator) -> torch.Tensor:
         """(N, 1, canvas, canvas) of ``clutter`` fragments per image, cut from ``others``."""
@@ -140,9 +131,7 @@ class Distortion:
             ]  # (N, size, size)
             degrees, scale, shift = self.poses(num, generator)
             k = scale * self.digit_size * size / 8 / self.canvas
-            out = torch.maximum(
-                out, place(frags, invert_theta(pose_theta(degrees, k, shift)), self.canvas)
-            )
+            out = torch.maximum(out, place(frags, canvas_to_digit(degrees, k, shift), self.canvas))
         return out
 
     def apply(self, images: torch.Tensor, generator: torch.Generator | None = None):
@@ -186,9 +175,8 @@ __all__ = [
     "CLUTTERED",
     "RTS",
     "Distortion",
+    "canvas_to_digit",
     "digit_split",
     "distorted_digits",
-    "invert_theta",
     "place",
-    "pose_theta",
 ]

@@ -27,8 +27,6 @@ at x = (2 j + 1) / W - 1, and x maps back to the pixel coordinate ((x + 1) W - 1
 import torch
 from torch import nn
 
-from attention_course.data.digits import pose_theta
-
 IDENTITY = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)  # theta of the identity transform, row by row
 LEAK = 0.1  # the slope of the localisation network's leaky ReLUs below zero
 
@@ -137,4 +135,18 @@ def undo_distortion(degrees: float, scale: float, shift) -> torch.Tensor:
     input's, p = theta (p_o, 1), so it is the distortion itself: [k R(a) | t].
     """
     pose = torch.tensor([float(degrees)]), torch.tensor([float(scale)]), torch.tensor([shift])
-    return pose_theta(*pose)[0]  # (2, 3)
+    return pose_matrix(*pose)[0]  # (2, 3)
+
+
+def pose_matrix(degrees: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """The poses p = t + k R(a) q as (N, 2, 3) matrices [k R(a) | t], from a digit's own
+    coordinates q to the canvas's p: :func:`undo_distortion` of a batch. ``degrees`` and
+    ``scale`` are (N,), ``shift`` (N, 2). (The kit's data renders with the inverse map,
+    ``attention_course.data.digits.canvas_to_digit``, written on its own.)"""
+    a = torch.deg2rad(degrees)
+    cos, sin = torch.cos(a) * scale, torch.sin(a) * scale
+    rows = [
+        torch.stack([cos, -sin, shift[:, 0]], dim=-1),
+        torch.stack([sin, cos, shift[:, 1]], dim=-1),
+    ]
+    return torch.stack(rows, dim=1)  # (N, 2, 3)
