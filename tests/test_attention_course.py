@@ -689,6 +689,29 @@ def test_chapter_10_frequencies_in_another_dtype_fail_with_the_dtype(root, visib
 # could call: each answer below calls it, and now fails (the helper lives in the check).
 OTHER_HELPERS = [
     (
+        "02_bahdanau_attention",
+        "scores_per_step",
+        "    counts = (S, min(S, 2 * D + 1))\n",
+        "    counts = counted_here(S, D)\n",
+        "test_scores_per_step",
+    ),
+    (
+        "04_dot_product_attention",
+        "attention_outgrows_projections",
+        "    n = d_model * (2 * d_k + d_v) // (d_k + d_v) + 1\n",
+        "    n = next(n for n in range(1, 999) if counted_here(d_model, d_k, d_v, n)[1] > "
+        "counted_here(d_model, d_k, d_v, n)[0])\n",
+        "test_attention_outgrows_projections",
+    ),
+    (
+        "08_language_models",
+        "window_layers_to_reach",
+        "    layers = math.ceil((context - 1) / (window - 1))\n",
+        "    layers = next(k for k in range(1, context + 1) if field_here(k, window, context, 0) "
+        "== context)\n",
+        "test_window_layers_to_reach",
+    ),
+    (
         "03_convs2s",
         "dilated_layers_to_connect",
         "    layers = math.ceil(math.log2((n - 1) / (kernel_size - 1) + 1))\n",
