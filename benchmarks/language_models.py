@@ -385,7 +385,7 @@ def summary_md(data: dict) -> str:
         lines += [markdown_table(head, rows), ""]
     if "induction" in r:
         head = ["layers", "seed", "first-period loss", "loss after it"]
-        head += ["best prefix-matching score (layer 0 / 1)"]
+        head += ["final prefix-matching score (layer 0 / 1)"]
         rows = []
         for row in r["induction"]:
             scores = " / ".join(

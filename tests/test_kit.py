@@ -470,6 +470,7 @@ QUESTION_CANNOT_NAME = {
     ("08_language_models", "reach-counts-the-last-token"),
     ("08_language_models", "max-len-one-sequence"),
     ("08_language_models", "prefix-score-averaged-over-all-queries"),
+    ("08_language_models", "prefix-score-averaged-per-sequence"),
     ("08_language_models", "prefix-score-sees-the-future"),
     ("08_language_models", "prefix-score-nan-without-targets"),
     ("09_vision_transformer", "macs-one-channel"),

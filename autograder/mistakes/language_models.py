@@ -256,6 +256,15 @@ MISTAKES = [
         "test_prefix_matching_score",
     ),
     mistake(
+        "prefix-score-averaged-per-sequence",
+        "prefix_matching_score",
+        "the score is averaged within each sequence first, so that a query counts more in a "
+        "sequence with fewer queries that have a target",
+        "score = (score * has[:, None]).sum((0, 2)) / has.sum().clamp_min(1)",
+        "score = ((score * has[:, None]).sum(2) / has.sum(-1)[:, None].clamp_min(1)).mean(0)",
+        "test_prefix_matching_score",
+    ),
+    mistake(
         "prefix-score-sees-the-future",
         "prefix_matching_score",
         "a query whose token comes again only later is counted as having a target: a target "
