@@ -10,12 +10,13 @@ the reference, its inputs and its result, written to
 
 A graded question keeps its answer (:func:`keep_answers`, run on what the notebook wrote):
 the known mistakes' results (the kit's fingerprints) keep one case of each question's
-functions, the one that tells the most of its mistakes apart, and none of its mistakes'
-texts; a value that the visible test compares within 10 % is kept on a grid of that step,
-no more precise than the test. What the reference measured inside a question's test block
-is kept as the test asks it (the visible test reads it); the cases and curves it holds
-beyond one are listed in ``tests/test_recordings_keep_answers.py`` until those tests measure
-them in the notebook instead.
+functions, the one that tells the most of its mistakes apart, none of its mistakes' texts,
+and for names a number (:func:`question_tags`); a value that the visible test compares
+within 10 % is kept on a grid of that step, no more precise than the test. What the
+reference measured inside a question's test block is kept as the test asks it, at one case:
+a question's visible test measures its other cases in the notebook
+(``tests/test_recordings_keep_answers.py`` checks it). The cells that grading skips
+(training, plots, explorers) are not run.
 
 A recording that no longer fits the tests shows itself: the solution notebooks run against
 the recorded values in the test suite, and a test whose inputs or reference changed fails
