@@ -155,15 +155,3 @@ STUCK = 0.25
 def stuck_loss(cfg: RecallConfig) -> float:
     """The training loss above which a run has not learned the task: STUCK ln(num_values)."""
     return STUCK * math.log(cfg.num_values)
-
-
-def state_numbers(cfg: RecallConfig, context: int) -> int:
-    """The numbers a mixer carries from one token to the next after ``context`` tokens, all
-    layers: softmax attention its keys and values (2 d_model a token), the recurrent ones a
-    d_k x d_v matrix per head (and linear attention its normaliser), whatever the context."""
-    d_k = cfg.d_model // cfg.num_heads
-    if cfg.mixer == "softmax":
-        per_layer = 2 * cfg.d_model * context
-    else:
-        per_layer = cfg.num_heads * (d_k * d_k + (d_k if cfg.mixer == "linear" else 0))
-    return cfg.num_layers * per_layer

@@ -89,7 +89,6 @@ from attention_course.recall_model import (
     RecallConfig,
     RecallModel,
     recall_accuracy,
-    state_numbers,
     stuck_loss,
     train_recall,
 )
@@ -104,6 +103,7 @@ from autograder.reference.since_2023 import (
     linear_attention,
     rotary_frequencies,
     softmax_with_sink,
+    state_numbers,
     yarn_attention_factor,
     yarn_frequencies,
 )

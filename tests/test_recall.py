@@ -11,10 +11,9 @@ from attention_course.recall_model import (
     RecallConfig,
     RecallModel,
     recall_loss,
-    state_numbers,
 )
 from autograder.reference.language_model import attention
-from autograder.reference.since_2023 import delta_rule, linear_attention
+from autograder.reference.since_2023 import delta_rule, linear_attention, state_numbers
 
 PARTS = MixerParts(attention, linear_attention, delta_rule)
 

@@ -276,3 +276,18 @@ def apply_rotary_frequencies(x: torch.Tensor, positions: torch.Tensor, theta: to
     cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
     x1, x2 = x[..., 0::2], x[..., 1::2]
     return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
+
+
+# ---------------------------------------------------------------- the recall models' state
+
+
+def state_numbers(cfg, context: int) -> int:
+    """The numbers a mixer carries from one token to the next after ``context`` tokens, all
+    layers: softmax attention its keys and values (2 d_model a token), the recurrent ones a
+    d_k x d_v matrix per head (and linear attention its normaliser), whatever the context."""
+    d_k = cfg.d_model // cfg.num_heads
+    if cfg.mixer == "softmax":
+        per_layer = 2 * cfg.d_model * context
+    else:
+        per_layer = cfg.num_heads * (d_k * d_k + (d_k if cfg.mixer == "linear" else 0))
+    return cfg.num_layers * per_layer
