@@ -120,7 +120,7 @@ def test_the_language_model_benchmark_exits_1_on_a_missed_finding(monkeypatch, g
         {**row, "accuracy": 0.9, "cache_bytes_per_token": 256, "parameters": 1}
         for row in gqa_rows(gqa_gap=gqa_gap, seeds=(3, 4))
     ]
-    monkeypatch.setattr(language_models, "run", lambda only, seeds: {"gqa": rows})
+    monkeypatch.setattr(language_models, "run", lambda only, seeds, positions=None: {"gqa": rows})
     monkeypatch.setattr(language_models.torch, "set_num_threads", lambda n: None)  # this process's
     assert language_models.main(["--only", "gqa", "--seeds", "3", "4"]) == status
 
