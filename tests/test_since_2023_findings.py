@@ -48,6 +48,31 @@ def test_recall_needs_softmax_to_keep_recalling_and_both_recurrent_mixers_to_for
     assert not findings.recall([r for r in recall_rows() if r["num_pairs"] == 32]).held
 
 
+def test_a_recall_run_that_did_not_learn_is_missing_data_not_evidence():
+    """A run whose final training loss is above the line is left out with its seed; the
+    finding is judged on the seeds whose every run learned, and needs three of them."""
+    rows = recall_rows(seeds=(0, 1, 2, 3))
+    for r in rows:
+        r["final_training_loss"] = 0.5 if r["mixer"] != "softmax" else 0.01
+    stuck = next(
+        r for r in rows if r["mixer"] == "delta" and r["num_pairs"] == 32 and r["seed"] == 3
+    )
+    stuck["final_training_loss"], stuck["accuracy"] = 1.7, 0.9  # not learned, and would miss
+    verdict = findings.recall(rows, not_learned_above=1.04)
+    assert verdict.held and verdict.facts["judged_seeds"] == [0, 1, 2]
+    assert verdict.facts["not_learned"] == [
+        {"mixer": "delta", "num_pairs": 32, "seed": 3, "final_training_loss": 1.7}
+    ]
+    assert not findings.recall(rows).held  # counted as evidence, it would miss
+    # nor does a stuck run count for the finding: with two learned seeds it is not judged
+    for r in rows:
+        if r["seed"] == 2 and r["mixer"] == "linear":
+            r["final_training_loss"] = 2.0
+    fewer = findings.recall(rows, not_learned_above=1.04)
+    assert not fewer.held and not fewer.facts["judged"] and fewer.facts["judged_seeds"] == [0, 1]
+    assert "percentage points" in fewer.rule
+
+
 def test_a_recall_run_that_never_leaves_the_plateau_is_trained_again(monkeypatch):
     """Only a run whose loss ends above a quarter of the loss of guessing (ln 64 / 4 =
     1.04) is restarted, from a new initialisation, at most ``RESTARTS`` times; the run with
