@@ -54,7 +54,7 @@ QUESTIONS: dict[str, tuple[str, ...]] = {
     "07_spatial_transformer": ("compose_theta", "reinforce_mse"),
     "08_language_models": ("window_layers_to_reach", "kv_cache_max_len", "prefix_matching_score"),
     "09_vision_transformer": ("smallest_patch_within", "patch_embedding_multiply_adds"),
-    "10_attention_since_2023": ("equivalent_kv_heads", "state_smaller_from"),
+    "10_attention_since_2023": ("yarn_shortest_length", "absorbed_cheaper_from"),
 }
 
 # Questions whose visible test accepts an answer within 10 % of a measurement: the answers'

@@ -171,7 +171,25 @@ UNCATALOGUED: dict[str, list[Mistake]] = {
             "S = S + beta[..., t, None, None] * error[..., :, None] * k[..., None, :]",
             "S = S + error[..., :, None] * k[..., None, :]",
             "test_delta_rule",
-        )
+        ),
+        # the absorbed form's right values computed the explicit way: only the test of the
+        # form (the shapes of what a decode step builds) sees it, and no diagnosis can
+        mistake(
+            "absorbed-values-up-projected-first",
+            "absorbed_attention",
+            "the cached latents are up-projected into values before the weighted sum",
+            "heads = (weights @ c[:, None]) @ W_uv.transpose(-2, -1)",
+            "heads = weights @ (c[:, None] @ W_uv.transpose(-2, -1))",
+            "test_absorbed_attention",
+        ),
+        mistake(
+            "absorbed-keys-up-projected",
+            "absorbed_attention",
+            "the cached latents are up-projected into keys, as in the explicit form",
+            "scores = q_latent @ c[:, None].transpose(-2, -1) + ",
+            "scores = q_c @ (c[:, None] @ W_uk.transpose(-2, -1)).transpose(-2, -1) + ",
+            "test_absorbed_attention",
+        ),
     ],
 }
 

@@ -599,32 +599,31 @@ def test_chapter_10_a_solution_that_changes_its_arguments_in_place_keeps_full_ma
     assert failed == {}, failed
 
 
-# Answers that call what the test cells of the graded questions used to leave in the kernel
+# Answers that call what the test cells of the graded questions measure with
 HELPERS = {
-    "equivalent_kv_heads": [
+    "yarn_shortest_length": [
         (
-            "    heads = (d_latent + d_rope) / (2 * d_head)\n",
-            "    cache = LatentCache(1, 1, d_latent, d_rope)\n"
-            "    heads = tensor_bytes(cache.c, cache.k_rope) / tensor_bytes("
-            "torch.zeros(1, 1, 1, d_head), torch.zeros(1, 1, 1, d_head))\n",
+            "    length = math.ceil(2 * math.pi * beta / theta)\n",
+            "    length = next(L for L in range(2, 10**6) if kept_here(d, base, L, beta) >= num_kept)\n",
         )
     ],
-    "state_smaller_from": [
+    "absorbed_cheaper_from": [
         (
-            "    state = num_heads * (d_k * d_v + d_k)\n",
-            "    state = state_numbers(linear_attention_recurrent, num_heads, d_k, d_v)\n",
+            "    length = max(num_new, num_new * d_head * d_latent // saved + 1)\n",
+            "    dims = (d_model, num_heads, d_head, d_latent, d_rope)\n"
+            "    length = next(T for T in range(num_new, 10**4) if counted_here(dims, num_new, T)"
+            '["absorbed"] < counted_here(dims, num_new, T)["explicit"])\n',
         )
     ],
 }
 
 
 def test_chapter_10_graded_questions_cannot_call_the_tests_helpers(root):
-    """Issue 59: equivalent_kv_heads and state_smaller_from scored 2/2, unflagged, by calling
-    the helpers (tensor_bytes, state_numbers) that their test cells left in the kernel. The
-    helpers now live inside the test's check, which the cell deletes after use: an answer
-    that calls them fails."""
+    """Issue 59: chapter 10's graded questions once scored 2/2, unflagged, by calling the
+    helpers that their test cells left in the kernel. The measurements live inside the test's
+    check, which the cell deletes after use: an answer that calls them fails."""
     failed, namespace = _run_chapter(root, SINCE_2023, HELPERS)
-    assert set(failed) == {"test_equivalent_kv_heads", "test_state_smaller_from"}, failed
+    assert set(failed) == {"test_yarn_shortest_length", "test_absorbed_cheaper_from"}, failed
     assert all("NameError" in message for message in failed.values()), failed
     # and the solution's run leaves no function or class of a graded test cell behind
     failed, namespace = _run_chapter(root, SINCE_2023, {})

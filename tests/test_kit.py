@@ -474,8 +474,8 @@ QUESTION_CANNOT_NAME = {
     ("08_language_models", "prefix-score-sees-the-future"),
     ("08_language_models", "prefix-score-nan-without-targets"),
     ("09_vision_transformer", "macs-one-channel"),
-    ("10_attention_since_2023", "state-without-normaliser"),
-    ("10_attention_since_2023", "state-cache-with-query-heads"),
+    ("10_attention_since_2023", "cheaper-below-the-new-tokens"),
+    ("10_attention_since_2023", "cheaper-never-none"),
 }
 
 

@@ -18,7 +18,8 @@ Read top to bottom:
    v_t k_t^T; with a decay alpha_t, Gated DeltaNet.
 5. **Stretching rotary positions**: position interpolation (Chen et al. 2023) and YaRN's
    frequency-dependent scaling (Peng et al. 2023), as functions of the rotary frequencies.
-6. Two questions: the bytes a latent cache and a linear-attention state take.
+6. Two questions: the shortest training length at which YaRN keeps a number of pairs, and
+   the cache from which the absorbed decode step costs fewer FLOPs than the explicit one.
 
 Mask convention as in chapters 04 to 08: a boolean mask is True where a query may attend.
 """
@@ -29,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attention_course.since_2023 import LatentCache  # noqa: F401 (given in the kit)
+from attention_course.since_2023 import LatentCache  # given in the kit
 from autograder.reference.language_model import apply_rotary
 
 # ------------------------------------------------------------------ 1. latent attention
@@ -82,23 +83,81 @@ class LatentAttention(nn.Module):
         q_c, q_r = self.queries(x, positions)
         W_uk = self.W_uk.weight.view(self.h, self.d_head, self.d_latent)  # (h, d_head, d_latent)
         W_uv = self.W_uv.weight.view(self.h, self.d_head, self.d_latent)
-        rope_scores = q_r @ k_r[:, None].transpose(-2, -1)  # (B, h, T, T_k)
         if absorbed:
-            q_latent = q_c @ W_uk  # (B, h, T, d_latent): W_UK^i folded into the query
-            content = q_latent @ c[:, None].transpose(-2, -1)  # (B, h, T, T_k)
+            o, weights = absorbed_attention(q_c, q_r, c, k_r, W_uk, W_uv, mask)
         else:
             k_c = c[:, None] @ W_uk.transpose(-2, -1)  # (B, h, T_k, d_head)
-            content = q_c @ k_c.transpose(-2, -1)  # (B, h, T, T_k)
-        scores = (content + rope_scores) / math.sqrt(self.d_head + self.d_rope)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # (B, h, T, T_k)
-        if absorbed:
-            o = (weights @ c[:, None]) @ W_uv.transpose(-2, -1)  # (B, h, T, d_head)
-        else:
             v = c[:, None] @ W_uv.transpose(-2, -1)  # (B, h, T_k, d_head)
+            rope_scores = q_r @ k_r[:, None].transpose(-2, -1)  # (B, h, T, T_k)
+            scores = (q_c @ k_c.transpose(-2, -1) + rope_scores) / math.sqrt(
+                self.d_head + self.d_rope
+            )
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # (B, h, T, T_k)
             o = weights @ v  # (B, h, T, d_head)
         return self.W_o(o.transpose(1, 2).reshape(B, T, self.h * self.d_head)), weights
+
+
+def absorbed_attention(q_c, q_r, c, k_r, W_uk, W_uv, mask=None):
+    r"""Latent attention in the absorbed form, the form used when decoding: W_UK^i folded
+    into the content query and W_UV^i applied after the weighted sum of the latents, so that
+    no key or value of width d_head is built for the cached positions.
+
+        s_{t,j,i} = ((W_UK^{i T} q^C_{t,i})^T c_j + q^{R T}_{t,i} k^R_j) / sqrt(d_head + d_rope)
+        o_{t,i} = W_UV^i sum_j softmax_j(s_{t,j,i}) c_j
+
+    q_c (B, h, T, d_head), q_r (B, h, T, d_rope), c (B, T_k, d_latent), k_r (B, T_k, d_rope),
+    W_uk and W_uv (h, d_head, d_latent), mask bool broadcastable to (B, h, T, T_k). Returns
+    the heads' outputs (B, h, T, d_head) and the weights (B, h, T, T_k).
+    """
+    q_latent = q_c @ W_uk  # (B, h, T, d_latent): W_UK^i folded into the query
+    content = q_latent @ c[:, None].transpose(-2, -1)  # (B, h, T, T_k)
+    rope_scores = q_r @ k_r[:, None].transpose(-2, -1)  # (B, h, T, T_k)
+    scores = (content + rope_scores) / math.sqrt(q_c.size(-1) + q_r.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # (B, h, T, T_k)
+    return (weights @ c[:, None]) @ W_uv.transpose(-2, -1), weights  # (B, h, T, d_head)
+
+
+def decode_step_flops(
+    d_model: int, num_heads: int, d_head: int, d_latent: int, d_rope: int, num_new: int, cached: int
+) -> dict:
+    """The FLOPs of one decoding step of a reference :class:`LatentAttention`, counted by
+    PyTorch's FlopCounterMode (two a multiply-add): ``num_new`` new tokens (batch one) against
+    a cache that holds ``cached`` positions once they are appended (``cached - num_new``
+    before the step), in the explicit form and in the absorbed form. Returns
+    ``{"explicit": int, "absorbed": int}``."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    layer = LatentAttention(d_model, num_heads, d_head, d_latent, d_rope)
+    x = torch.randn(1, num_new, d_model)
+    earlier = torch.randn(1, cached - num_new, d_latent), torch.randn(1, cached - num_new, d_rope)
+    counts = {}
+    for form in ("explicit", "absorbed"):
+        cache = LatentCache(1, cached, d_latent, d_rope)
+        cache.update(*earlier)  # the positions before the step (what they hold costs nothing)
+        positions = torch.arange(cached - num_new, cached)
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            layer(x, positions, cache=cache, absorbed=form == "absorbed")
+        counts[form] = counter.get_total_flops()
+    return counts
+
+
+def absorbed_cheaper_from(d_model, num_heads, d_head, d_latent, d_rope, num_new=1):
+    """Graded question 2's answer: the shortest cache (positions attended, the num_new new
+    ones included) from which a step of num_new tokens costs fewer FLOPs absorbed than
+    explicit; None if none. Per head and cached position the explicit step up-projects a key
+    and a value (2 d_latent d_head multiply-adds) and multiplies each new query with them
+    (2 num_new d_head); the absorbed one folds the new queries (2 num_new d_head d_latent, once)
+    and multiplies each with the latent twice (2 num_new d_latent); heads, d_model and the
+    rotary part cost both the same."""
+    saved = d_latent * d_head - num_new * (d_latent - d_head)  # per cached position, per head
+    if saved <= 0:
+        return None
+    return max(num_new, num_new * d_head * d_latent // saved + 1)
 
 
 def latent_cache_bytes(num_layers: int, d_latent: int, d_rope: int, bytes_per_number: int) -> int:
@@ -114,6 +173,18 @@ def streaming_positions(length: int, num_sinks: int, window: int) -> list[int]:
     ``num_sinks`` (the attention sinks) and the last ``window``, in order, none twice."""
     kept = set(range(min(num_sinks, length))) | set(range(max(0, length - window), length))
     return sorted(kept)
+
+
+def streaming_scores(q: torch.Tensor, K: torch.Tensor, num_sinks: int, window: int):
+    """The scores q . k / sqrt(d) of the query that follows a text of T = K.size(0) tokens
+    against a StreamingLLM cache, rotary positions by place in the cache (Xiao et al. 2024,
+    §3.2): the n kept keys (:func:`streaming_positions`) rotated by 0 .. n - 1, the query by
+    n. q (d,), K (T, d), both before rotation. Returns (n,), in the cache's order."""
+    kept = streaming_positions(K.size(0), num_sinks, window)
+    n = len(kept)
+    keys = apply_rotary_frequencies(K[kept], torch.arange(n), rotary_frequencies(K.size(-1)))
+    query = apply_rotary_frequencies(q, torch.tensor(n), rotary_frequencies(K.size(-1)))
+    return keys @ query / math.sqrt(K.size(-1))
 
 
 def softmax_with_sink(scores: torch.Tensor, sink_logits: torch.Tensor) -> torch.Tensor:
@@ -231,6 +302,34 @@ def delta_rule_parallel(Q, K, V, beta):
     return reads @ writes, writes.transpose(-2, -1) @ K
 
 
+def delta_rule_chunked(Q, K, V, beta, chunk_size: int):
+    r"""The delta rule (no gate) chunk by chunk, as Yang et al. 2024 train DeltaNet: within a
+    chunk of C positions the parallel form, across chunks the state S carried from the chunk
+    before. With S the state before the chunk, the writes u_t = beta_t (v_t - S_{t-1} k_t) of
+    the chunk solve
+
+        (I + diag(beta) strictly_lower(K K^T)) U = diag(beta) (V - K S^T),
+
+    and o_t = S q_t + sum_{s<=t in the chunk} (k_s^T q_t) u_s; after the chunk S + U^T K.
+    The same outputs and final state as :func:`delta_rule`, to rounding. Q, K (..., T, d_k),
+    V (..., T, d_v), beta (..., T); the last chunk may be shorter. Returns (..., T, d_v) and
+    the final state (..., d_v, d_k)."""
+    S = Q.new_zeros(*Q.shape[:-2], V.size(-1), K.size(-1))  # (..., d_v, d_k)
+    outputs = []
+    for start in range(0, Q.size(-2), chunk_size):
+        part = slice(start, start + chunk_size)
+        q, k, v, b = Q[..., part, :], K[..., part, :], V[..., part, :], beta[..., part, None]
+        C = q.size(-2)
+        system = torch.eye(C, dtype=Q.dtype) + (b * (k @ k.transpose(-2, -1))).tril(-1)
+        writes = torch.linalg.solve_triangular(
+            system, b * (v - k @ S.transpose(-2, -1)), upper=False, unitriangular=True
+        )  # (..., C, d_v): u_t
+        reads = (q @ k.transpose(-2, -1)).tril()  # (..., C, C): k_s^T q_t, s <= t
+        outputs.append(q @ S.transpose(-2, -1) + reads @ writes)  # (..., C, d_v)
+        S = S + writes.transpose(-2, -1) @ k  # (..., d_v, d_k)
+    return torch.cat(outputs, dim=-2), S
+
+
 # ------------------------------------------------------------------ 5. stretching rotary positions
 
 
@@ -260,6 +359,22 @@ def yarn_frequencies(
     r = train_length * theta / (2 * math.pi)  # (d/2,) turns in the training length
     gamma = ((r - alpha) / (beta - alpha)).clamp(0.0, 1.0)
     return (1 - gamma) * theta / scale + gamma * theta
+
+
+def yarn_shortest_length(d: int, base: float, num_kept: int, beta: float = 32.0) -> int:
+    """Graded question 1's answer: the shortest training length (an int) at which YaRN keeps
+    the first ``num_kept`` pairs of chapter 8's frequencies (width d, base) as they are, that
+    is at which pair num_kept - 1, the slowest of them, turns at least beta times:
+    L theta_{n-1} / (2 pi) >= beta. Neither the scale nor alpha matter."""
+    theta = base ** (-2 * (num_kept - 1) / d)
+    return math.ceil(2 * math.pi * beta / theta)
+
+
+def kept_pairs(theta: torch.Tensor, scale: float, train_length: int, beta: float = 32.0) -> int:
+    """How many of the first pairs YaRN keeps as they are (:func:`yarn_frequencies`'s result
+    equal to theta) before the first it changes, measured."""
+    same = yarn_frequencies(theta, scale, train_length, beta=beta) == theta
+    return int(same.long().cumprod(0).sum())
 
 
 def yarn_attention_factor(scale: float) -> float:
