@@ -127,3 +127,53 @@ def test_yarn_keeps_the_fast_pairs_and_interpolates_the_slow_ones():
     assert between.any()
     assert ((yarn[between] < theta[between]) & (yarn[between] > theta[between] / 8)).all()
     assert ref.yarn_attention_factor(1.0) == 1.0 and ref.yarn_attention_factor(8.0) > 1
+
+
+@pytest.mark.parametrize("T, chunk_size", [(10, 1), (10, 3), (10, 4), (10, 10), (10, 16), (64, 8)])
+def test_the_chunked_delta_rule_is_the_loop(T, chunk_size):
+    g = torch.Generator().manual_seed(T * 100 + chunk_size)
+    Q = torch.nn.functional.normalize(torch.randn(2, 3, T, 4, generator=g), dim=-1)
+    K = torch.nn.functional.normalize(torch.randn(2, 3, T, 4, generator=g), dim=-1)
+    K = K * (0.5 + 0.7 * torch.rand(2, 3, T, 1, generator=g))  # keys of other lengths than 1
+    V, beta = torch.randn(2, 3, T, 5, generator=g), torch.rand(2, 3, T, generator=g)
+    out, S = ref.delta_rule(Q, K, V, beta)
+    chunked, S_chunked = ref.delta_rule_chunked(Q, K, V, beta, chunk_size)
+    torch.testing.assert_close(chunked, out, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(S_chunked, S, atol=1e-5, rtol=1e-5)
+
+
+def test_streaming_scores_rotate_by_place_in_the_cache():
+    g = torch.Generator().manual_seed(0)
+    q, K = torch.randn(8, generator=g), torch.randn(12, 8, generator=g)
+    kept = ref.streaming_positions(12, 2, 4)  # [0, 1, 8, 9, 10, 11]
+    keys = apply_rotary(K[kept][None, None], torch.arange(6))[0, 0]
+    query = apply_rotary(q[None, None, None], torch.tensor([6]))[0, 0, 0]
+    torch.testing.assert_close(ref.streaming_scores(q, K, 2, 4), keys @ query / math.sqrt(8))
+
+
+@pytest.mark.parametrize(
+    "d, base, num_kept, beta",
+    [(16, 1e4, 1, 32.0), (16, 1e4, 2, 32.0), (64, 5e5, 4, 16.0), (8, 100.0, 3, 32.0)],
+)
+def test_yarn_shortest_length_is_where_yarn_frequencies_keeps_the_pairs(d, base, num_kept, beta):
+    L = ref.yarn_shortest_length(d, base, num_kept, beta)
+    theta = ref.rotary_frequencies(d, base)
+    assert ref.kept_pairs(theta, 4.0, L, beta) >= num_kept > ref.kept_pairs(theta, 4.0, L - 1, beta)
+
+
+@pytest.mark.parametrize(
+    "dims, num_new",
+    [((16, 4, 4, 8, 4), 1), ((16, 4, 4, 8, 4), 4), ((16, 2, 8, 4, 2), 5), ((16, 4, 4, 8, 4), 8)],
+)
+def test_absorbed_cheaper_from_is_where_the_counted_flops_cross(dims, num_new):
+    answer = ref.absorbed_cheaper_from(*dims, num_new=num_new)
+    if answer is None:
+        for cached in (num_new, 10 * num_new, 100 * num_new):
+            counts = ref.decode_step_flops(*dims, num_new, cached)
+            assert counts["absorbed"] >= counts["explicit"]
+        return
+    counts = ref.decode_step_flops(*dims, num_new, answer)
+    assert counts["absorbed"] < counts["explicit"]
+    if answer > num_new:
+        counts = ref.decode_step_flops(*dims, num_new, answer - 1)
+        assert counts["absorbed"] >= counts["explicit"]
