@@ -15,8 +15,14 @@ DeltaNet), so that the position of a value also carries its key, then mixes the 
 
 - ``softmax``: causal softmax attention, every key and value kept (a cache that grows);
 - ``linear``: causal linear attention, phi(x) = elu(x) + 1 (a d_k x d_v state per head);
-- ``delta``: the delta rule on L2-normalised keys and queries, with a learned write
-  strength beta_t = sigmoid(w^T x_t) per head (the same size of state).
+- ``delta``: the delta rule on L2-normalised keys and queries (as Yang et al. 2024 train
+  DeltaNet), with a learned write strength beta_t = sigmoid(w^T x_t) per head (almost the
+  same size of state: linear attention also carries its normaliser z).
+
+Softmax attention's cache can be made smaller, as chapter 10's latent-cache finding asks:
+``num_kv_heads`` key/value heads shared by the query heads (GQA, MQA), or a latent of
+``d_latent`` numbers a token, RMS-normalised, from which every head's key and value are
+read (DeepSeek-V2's MLA without its rotary part: this model has no positions).
 
 The three have the same parameters but the delta rule's w (one number per feature and
 head). No positions are added: the convolution and the causal order are all the mixers
@@ -61,6 +67,17 @@ class RecallConfig:
     conv: int = 2  # the short causal convolution's kernel
     num_keys: int = 64
     num_values: int = 64
+    # softmax attention's cache (chapter 10's latent-cache finding): key/value heads shared
+    # by num_heads / num_kv_heads query heads each (None: one per query head, MHA), or a
+    # latent of d_latent numbers a token from which every head's key and value are read (MLA)
+    num_kv_heads: int | None = None
+    d_latent: int | None = None
+
+    def cache_numbers(self) -> int:
+        """The numbers softmax attention caches per token and layer: 2 h_kv d_k, or d_c."""
+        if self.d_latent is not None:
+            return self.d_latent
+        return 2 * (self.num_kv_heads or self.num_heads) * (self.d_model // self.num_heads)
 
 
 class Mixer(nn.Module):
@@ -73,7 +90,22 @@ class Mixer(nn.Module):
             raise ValueError(f"d_model = {d} is not a multiple of num_heads = {h}")
         self.cfg, self.parts, self.h = cfg, parts, h
         self.conv = nn.Conv1d(d, d, cfg.conv, groups=d, padding=cfg.conv - 1)
-        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(d, d, bias=False) for _ in range(4))
+        self.W_q = nn.Linear(d, d, bias=False)
+        self.h_kv = cfg.num_kv_heads or h
+        if cfg.mixer != "softmax" and (cfg.num_kv_heads or cfg.d_latent):
+            raise ValueError("shared key/value heads and latents are softmax attention's")
+        if h % self.h_kv:
+            raise ValueError(f"num_heads = {h} is not a multiple of num_kv_heads = {self.h_kv}")
+        if cfg.d_latent is None:
+            d_kv = self.h_kv * (d // h)
+            self.W_k, self.W_v = nn.Linear(d, d_kv, bias=False), nn.Linear(d, d_kv, bias=False)
+            self.W_dkv = self.latent_norm = None
+        else:  # DeepSeek-V2's c = RMSNorm(W^DKV x), k = W^UK c, v = W^UV c; no rotary part
+            self.W_dkv = nn.Linear(d, cfg.d_latent, bias=False)
+            self.latent_norm = nn.RMSNorm(cfg.d_latent)
+            self.W_k = nn.Linear(cfg.d_latent, d, bias=False)  # W^UK
+            self.W_v = nn.Linear(cfg.d_latent, d, bias=False)  # W^UV
+        self.W_o = nn.Linear(d, d, bias=False)  # created after W_q, W_k, W_v, as before
         self.W_beta = nn.Linear(d, h) if cfg.mixer == "delta" else None
 
     def forward(self, x):
@@ -82,7 +114,11 @@ class Mixer(nn.Module):
 
         B, T, d = x.shape
         x = self.conv(x.transpose(1, 2))[..., :T].transpose(1, 2)  # causal: (B, T, d)
-        Q, K, V = (split_heads(W(x), self.h) for W in (self.W_q, self.W_k, self.W_v))
+        Q = split_heads(self.W_q(x), self.h)  # (B, h, T, d_k)
+        kv = x if self.W_dkv is None else self.latent_norm(self.W_dkv(x))  # (B, T, d or d_c)
+        K, V = (split_heads(W(kv), self.h_kv) for W in (self.W_k, self.W_v))
+        if self.h_kv != self.h:  # each key/value head serves h / h_kv query heads
+            K, V = (t.repeat_interleave(self.h // self.h_kv, dim=1) for t in (K, V))
         kind = self.cfg.mixer
         if kind == "softmax":
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()

@@ -55,3 +55,40 @@ def test_state_numbers_grow_with_the_context_for_softmax_only():
     assert state_numbers(delta, 100) == state_numbers(delta, 10_000) == 2 * 64 * 64
     with pytest.raises(ValueError):
         RecallModel(RecallConfig("gru"), PARTS)
+
+
+@pytest.mark.parametrize(
+    "shape, cache",
+    [
+        ({}, 2 * 4 * 4),
+        ({"num_kv_heads": 2}, 2 * 2 * 4),
+        ({"num_kv_heads": 1}, 2 * 4),
+        ({"d_latent": 6}, 6),
+    ],  # fmt: skip
+)
+def test_softmax_attention_caches_what_its_keys_and_values_are_made_from(shape, cache):
+    """Shared key/value heads (GQA, MQA) and a latent (MLA): the cache is what the keys and
+    values of a token are computed from, and the model stays causal."""
+    cfg = RecallConfig(d_model=16, num_heads=4, d_ff=32, **shape)
+    assert cfg.cache_numbers() == cache
+    torch.manual_seed(0)
+    model = RecallModel(cfg, PARTS)
+    mixer = model.mixers[0]
+    x, _ = associative_recall(2, 5, 3, torch.Generator().manual_seed(1))
+    kept = []
+    source = mixer.W_dkv if "d_latent" in shape else mixer.W_k
+    handle = source.register_forward_hook(lambda module, args, out: kept.append(out))
+    logits = model(x)
+    handle.remove()
+    per_token = kept[0].shape[-1] * (2 if "d_latent" not in shape else 1)  # keys and values
+    assert per_token == cache
+    changed = x.clone()
+    changed[:, -1] = 0
+    torch.testing.assert_close(model(changed)[:, :-1], logits[:, :-1])
+
+
+def test_only_softmax_attention_shares_heads_or_reads_a_latent():
+    with pytest.raises(ValueError, match="softmax"):
+        RecallModel(RecallConfig("linear", d_model=16, num_heads=4, num_kv_heads=2), PARTS)
+    with pytest.raises(ValueError, match="multiple"):
+        RecallModel(RecallConfig(d_model=16, num_heads=4, num_kv_heads=3), PARTS)
