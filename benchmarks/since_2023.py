@@ -21,8 +21,8 @@
    kept (their rotary positions those of the cache, as StreamingLLM's); and the share of a
    late query's attention on the first position.
 
-Settings (``SETTINGS``) were chosen on seeds 100-102 (``TUNING``), apart from the seeds
-reported. One thread per run. Each finding is judged by the function of
+Settings (``SETTINGS``) were chosen on each finding's tuning seeds (``TUNING["seeds"]``),
+apart from the seeds reported. One thread per run. Each finding is judged by the function of
 ``attention_course.findings`` that the page uses; ``TARGETS`` are the findings that make
 the exit status 1 when missed on the seeds run (the others are reported, not judged).
 
@@ -114,7 +114,7 @@ from benchmarks.tables import markdown_table
 HERE = Path(__file__).resolve().parent
 OUT_MD, OUT_JSON = HERE / "since_2023.md", HERE / "since_2023.json"
 FINDINGS = ("recall", "latent_cache", "stretching", "sinks")
-TARGETS = ("recall", "latent_cache", "stretching")
+TARGETS = ("recall", "latent_cache")  # stretching: reported, not judged (its page says why)
 SEEDS = [0, 1, 2]
 # A finding re-measured after a miss is reported on seeds that no earlier run used.
 SEEDS_FOR = {"recall": [12, 13, 14], "latent_cache": [6, 7, 8]}
@@ -133,7 +133,14 @@ SETTINGS = {
               "late": 32, "block": 16},
 }  # fmt: skip
 TUNING = {
-    "seeds": [100, 101, 102, 103, 104, 105, 3, 4, 5, 6, 7, 8],
+    # each finding's tuning seeds: the seeds its settings or rule were chosen on, every
+    # reporting round that missed included (its seeds became tuning seeds)
+    "seeds": {
+        "recall": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 100, 101, 102, 103, 104, 105],
+        "latent_cache": [0, 1, 2, 3, 4, 5, 100, 101, 102, 103],
+        "stretching": [100],
+        "sinks": [100],
+    },
     "note": (
         "recall: seed 100 at d_model 32, 600 steps, 8 / 16 / 32 / 64 pairs (softmax 1.00 at "
         "each, linear 0.91 / 0.83 / 0.68 / 0.03, delta 0.86 / 0.60 / 0.36 / 0.25: the state "
@@ -620,7 +627,9 @@ def summary_md(data: dict) -> str:
         f"Measured {data['date']} on {data['machine']}, one thread per run, with "
         f"`{'`, `'.join(sorted(set(data['commands'].values())))}`. Seeds: "
         + "; ".join(f"{f} {', '.join(map(str, s))}" for f, s in data["seeds"].items())
-        + f". Settings chosen on seeds {TUNING['seeds']}: {TUNING['note']}",
+        + ". Settings chosen on tuning seeds apart from those reported: "
+        + "; ".join(f"{name} {seeds}" for name, seeds in TUNING["seeds"].items())
+        + f". {TUNING['note']}",
         "",
     ]
     r = data["results"]
