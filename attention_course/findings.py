@@ -344,37 +344,96 @@ def recall(
     )
 
 
-LATENT_CLOSE = 0.05  # relative loss gap: "about as good as multi-head attention"
+# accuracy points: "recalls as well as multi-head attention" (non-inferiority margin), and
+# how far a latent too narrow must fall below it for the task to show a cache's cost
+LATENT_KEEPS, LATENT_FAILS = 0.02, 0.2
+LATENT_KINDS = ("MHA", "GQA", "MQA", "MLA")  # the arms judged; "MLA-narrow" is the control
+# the 97.5th percentile of Student's t with n - 1 degrees of freedom, n = 2 .. 16
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131)  # fmt: skip
 
 
-def latent_cache(rows: list[dict], close: float = LATENT_CLOSE) -> Verdict:
-    """DeepSeek-V2's claim at small scale: multi-head latent attention keeps a cache smaller
-    than grouped-query attention's and loses little against multi-head attention. Loss gaps
-    are relative to MHA's and paired by seed (the same data in the same batches). Held:
-    MLA's cache numbers per token are below GQA's, and its mean gap to MHA is below
-    ``close``. ``loss``, ``accuracy`` (mean, min, max over seeds), ``gaps`` (each seed's),
-    ``mean_gap`` and ``cache`` (numbers per token and layer) are given for every kind."""
-    kinds = [k for k in ("MHA", "GQA", "MQA", "MLA") if any(r["attention"] == k for r in rows)]
-    if "MHA" not in kinds or "MLA" not in kinds or "GQA" not in kinds:
-        return Verdict(False, "MHA, GQA and MLA are needed", {})
-    mha = by_seed(rows, "attention", "MHA")
-    seeds = sorted(mha)
-    facts = {"seeds": seeds, "loss": {}, "accuracy": {}, "gaps": {}, "mean_gap": {}, "cache": {}}
+def paired_interval(differences: list[float]) -> tuple[float, float]:
+    """The mean of paired differences and the half-width of its 95 % t-interval."""
+    n = len(differences)
+    if n < 2:
+        return (differences[0] if differences else math.nan), math.inf
+    t = _T975[n - 2] if n - 2 < len(_T975) else 1.96
+    return statistics.mean(differences), t * statistics.stdev(differences) / math.sqrt(n)
+
+
+def latent_cache(
+    rows: list[dict],
+    keeps: float = LATENT_KEEPS,
+    fails: float = LATENT_FAILS,
+    not_learned_above: float = math.inf,
+    min_seeds: int = 8,
+) -> Verdict:
+    """DeepSeek-V2's claim at small scale, on multi-query associative recall, where a token's
+    key and value must travel through the cache: latent attention with a cache as small as
+    grouped-query attention's recalls as well as multi-head attention. The arms are matched
+    in parameters (through the MLP's width) and MLA's latent holds as many numbers a token
+    as GQA's keys and values. Rows: ``{"attention", "seed", "accuracy",
+    "cache_numbers_per_token_per_layer", "parameters", "steps", "final_training_loss"}``.
+
+    A run of MHA, GQA, MQA or MLA whose final training loss is above ``not_learned_above``
+    did not learn the task: missing data (``not_learned``), its seed not judged. The control,
+    ``MLA-narrow`` (a latent too narrow for a key and a value), is expected to fail, so its
+    runs count whatever their loss. Held, on at least ``min_seeds`` judged seeds:
+
+    - the positive control: the narrow latent recalls more than ``fails`` less than MHA on
+      every judged seed (the task can show what a cache too small costs);
+    - MLA's cache holds as many numbers a token as GQA's, fewer than MHA's;
+    - MLA is not worse than MHA by ``keeps`` or more: the lower end of the 95 % interval of
+      the paired difference (MLA - MHA, by seed) is above ``-keeps``.
+
+    ``accuracy`` and ``steps`` (mean, min, max), ``differences`` (each kind's paired
+    difference to MHA by judged seed) and ``interval`` ((mean, half-width)) for every kind;
+    ``cache`` and ``parameters`` for every kind."""
+    kinds = [k for k in (*LATENT_KINDS, "MLA-narrow") if any(r["attention"] == k for r in rows)]
+    if not {"MHA", "GQA", "MLA", "MLA-narrow"} <= set(kinds):
+        return Verdict(False, "MHA, GQA, MLA and the narrow latent are needed", {})
+    runs = {k: by_seed(rows, "attention", k) for k in kinds}
+    seeds = sorted(runs["MHA"])
+    not_learned = [
+        {k: r[k] for k in ("attention", "seed", "final_training_loss")}
+        for r in rows
+        if r["attention"] != "MLA-narrow" and r.get("final_training_loss", 0.0) > not_learned_above
+    ]
+    missing = {r["seed"] for r in not_learned}
+    judged_seeds = [s for s in seeds if s not in missing and all(s in runs[k] for k in kinds)]
+    facts = {
+        "seeds": seeds,
+        "judged_seeds": judged_seeds,
+        "judged": len(judged_seeds) >= min_seeds,
+        "min_seeds": min_seeds,
+        "not_learned": not_learned,
+        "accuracy": {},
+        "steps": {},
+        "differences": {},
+        "interval": {},
+        "cache": {},
+        "parameters": {},
+    }
     for k in kinds:
-        runs = by_seed(rows, "attention", k)
-        facts["loss"][k] = spread(r["held_out_loss"] for r in runs.values())
-        facts["accuracy"][k] = spread(r["accuracy"] for r in runs.values())
-        facts["cache"][k] = next(iter(runs.values()))["cache_numbers_per_token_per_layer"]
-        gaps = [
-            (runs[s]["held_out_loss"] - mha[s]["held_out_loss"]) / mha[s]["held_out_loss"]
-            for s in seeds
-        ]
-        facts["gaps"][k], facts["mean_gap"][k] = gaps, statistics.mean(gaps)
-    smaller = facts["cache"]["MLA"] < facts["cache"]["GQA"]
+        facts["accuracy"][k] = spread(r["accuracy"] for r in runs[k].values())
+        facts["steps"][k] = spread(r["steps"] for r in runs[k].values())
+        facts["cache"][k] = next(iter(runs[k].values()))["cache_numbers_per_token_per_layer"]
+        facts["parameters"][k] = next(iter(runs[k].values()))["parameters"]
+        diffs = [runs[k][s]["accuracy"] - runs["MHA"][s]["accuracy"] for s in judged_seeds]
+        facts["differences"][k] = diffs
+        facts["interval"][k] = paired_interval(diffs)
+    control = bool(judged_seeds) and all(d < -fails for d in facts["differences"]["MLA-narrow"])
+    matched = facts["cache"]["MLA"] == facts["cache"]["GQA"] < facts["cache"]["MHA"]
+    mean, half = facts["interval"]["MLA"]
+    kept = mean - half > -keeps
+    facts.update(control_failed=control, cache_matched=matched, mla_keeps=kept)
     return Verdict(
-        smaller and facts["mean_gap"]["MLA"] < close,
-        f"MLA caches fewer numbers per token than GQA, and its held-out loss, paired by seed, "
-        f"is on average within {close:.0%} of MHA's",
+        facts["judged"] and control and matched and kept,
+        f"on at least {min_seeds} seeds on which every run learned the task, a latent too narrow "
+        f"recalls more than {fails * 100:.0f} percentage points less than MHA on every seed, and "
+        f"MLA, its cache as small as GQA's, recalls no more than {keeps * 100:.0f} points less "
+        "than MHA (the 95 % interval of the paired difference)",
         facts,
     )
 

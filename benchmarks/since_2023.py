@@ -8,9 +8,11 @@
    model (``attention_course.recall_model``) with softmax attention, linear attention and
    the delta rule, matched in parameters, trained the same way at each number of key-value
    pairs; accuracy on held-out sequences as the pairs outgrow the recurrent state.
-2. **Latent cache** (DeepSeek-AI 2024): chapter 08's counting model with multi-head,
-   grouped-query (2 key/value heads), multi-query and multi-head latent attention, trained
-   the same way: held-out loss against the numbers the cache keeps per token and layer.
+2. **Latent cache** (DeepSeek-AI 2024): the recall model with softmax attention whose
+   cache is multi-head (4 key/value heads), grouped-query (2), multi-query (1), a latent as
+   small as grouped-query attention's (MLA) or a latent too narrow (the positive control),
+   parameters matched, trained the same way on associative recall: accuracy against the
+   numbers the cache keeps per token and layer.
 3. **Stretching** (Chen et al. 2023; Peng et al. 2023): chapter 08's rotary counting model
    trained on 64 tokens, then at 2x, 4x and 8x: unchanged, and after a few steps of
    fine-tuning at the longer length unchanged ("none"), with position interpolation
@@ -36,10 +38,10 @@ The JSON (``benchmarks/since_2023.json``) holds ``date``, ``machine``, ``command
   "sequence_length", "parameters", "steps", "seconds", "final_training_loss", "restarts"
   (how many times the run was trained again from a new initialisation because it never
   left the starting plateau: ``RESTARTS``)}``.
-- ``results["latent_cache"]``: rows ``{"attention": "MHA" | "GQA" | "MQA" | "MLA", "seed",
-  "held_out_loss", "accuracy", "cache_numbers_per_token_per_layer",
-  "cache_bytes_per_token" (all layers, float32), "parameters", "steps", "seconds",
-  "final_training_loss"}``.
+- ``results["latent_cache"]``: rows ``{"attention": "MHA" | "GQA" | "MQA" | "MLA" |
+  "MLA-narrow", "seed", "accuracy" (held-out share of asked keys recalled),
+  "cache_numbers_per_token_per_layer", "cache_bytes_per_token" (all layers, float32),
+  "parameters", "steps", "seconds", "final_training_loss", "restarts"}``.
 - ``results["stretching"]``: rows ``{"method": "trained" (factor 1, the model as trained) |
   "unchanged" (no extension, no fine-tuning) | "pi_untuned" | "yarn_untuned" (stretched,
   not fine-tuned) | "none" | "pi" | "yarn" (each fine-tuned ``fine_tune_steps`` at the
@@ -79,9 +81,6 @@ from attention_course.language_model import (
     DecoderLM,
     LMParts,
     counting_sampler,
-    latent_attention_part,
-    lm_loss,
-    next_token_accuracy,
     train_lm,
 )
 from attention_course.recall_model import (
@@ -96,7 +95,6 @@ from attention_course.training import parameter_count
 from autograder.reference.language_model import PARTS, GroupedQueryAttention, attention
 from autograder.reference.multi_head import merge_heads, split_heads
 from autograder.reference.since_2023 import (
-    LatentAttention,
     apply_rotary_frequencies,
     delta_rule_parallel,
     interpolated_frequencies,
@@ -117,15 +115,23 @@ FINDINGS = ("recall", "latent_cache", "stretching", "sinks")
 TARGETS = ("recall", "latent_cache")  # stretching: reported, not judged (its page says why)
 SEEDS = [0, 1, 2]
 # A finding re-measured after a miss is reported on seeds that no earlier run used.
-SEEDS_FOR = {"recall": [12, 13, 14], "latent_cache": [6, 7, 8]}
+SEEDS_FOR = {"recall": [12, 13, 14], "latent_cache": list(range(20, 28))}
 SETTINGS = {
     "recall": {"num_pairs": [8, 16, 32], "d_model": 32, "num_heads": 4, "num_layers": 2,
                "d_ff": 64, "steps": 3000, "converged_below": 0.02, "batch_size": 64,
                "lr": 3e-3, "eval_sequences": 512},
     # chapter 08's counting model and its training, and how many windows evaluate it
     "counting": {**language_models.SETTINGS["counting"], "eval_windows": 64},
-    "latent_cache": {"num_kv_heads": {"MHA": 4, "GQA": 2, "MQA": 1}, "d_latent": 32,
-                     "d_rope": 16},
+    # the recall model with softmax attention at one number of pairs, five caches, the
+    # MLP's width (d_ff) setting each arm's parameters to MHA's within half a percent
+    "latent_cache": {"num_pairs": 32, "d_model": 32, "num_heads": 4, "num_layers": 2,
+                     "steps": 1500, "converged_below": 0.02, "batch_size": 64, "lr": 3e-3,
+                     "eval_sequences": 512,
+                     "arms": {"MHA": {"d_ff": 64},
+                              "GQA": {"num_kv_heads": 2, "d_ff": 80},
+                              "MQA": {"num_kv_heads": 1, "d_ff": 88},
+                              "MLA": {"d_latent": 32, "d_ff": 48},
+                              "MLA-narrow": {"d_latent": 4, "d_ff": 90}}},
     "stretching": {"factors": [2, 4, 8], "fine_tune_steps": 50, "fine_tune_batch": 8,
                    "fine_tune_lr": 1e-3, "eval_windows": 32, "yarn_alpha": 1.0,
                    "yarn_beta": 32.0},
@@ -314,33 +320,69 @@ def recall_run(mixer: str, num_pairs: int, seed: int) -> dict:
 # ------------------------------------------------------------------ 2. latent cache
 
 
+# On multi-query associative recall (issue 61; the counting stream asked too little of the
+# cache). Tuned on seed 100 at 32 pairs, 1500 steps (accuracy, steps to a training loss of
+# 0.02): MHA 1.00 in 443, GQA 1.00 in 481, MQA 1.00 in 558, MLA with a latent of 32 1.00
+# in 698, a latent of 4 0.32 after 1500 (loss 2.48): the narrow latent fails, as the control
+# must; the wider caches all learn, MHA and MQA differing in speed, not in what they end with.
+# The rule (findings.latent_cache) and these settings were committed before the reporting
+# run on seeds 20-27.
+
+
+def latent_config(kind: str) -> RecallConfig:
+    lc = SETTINGS["latent_cache"]
+    shape = {k: lc[k] for k in ("d_model", "num_heads", "num_layers")}
+    return RecallConfig(mixer="softmax", **shape, **lc["arms"][kind])
+
+
 def latent_run(kind: str, seed: int) -> dict:
-    s, lc = SETTINGS["counting"], SETTINGS["latent_cache"]
-    d_k = s["d_model"] // s["num_heads"]
-    if kind == "MLA":
-        cfg = counting_config()
-        parts = LMParts(latent_attention_part(LatentAttention, lc["d_latent"], lc["d_rope"]))
-        numbers = lc["d_latent"] + lc["d_rope"]
-    else:
-        cfg = counting_config(num_kv_heads=lc["num_kv_heads"][kind])
-        parts = PARTS
-        numbers = 2 * lc["num_kv_heads"][kind] * d_k
-    model, history = train_counting(cfg, seed, parts)
-    x, y = held_out(s["length"], s["eval_windows"])
-    with torch.no_grad():
-        loss = lm_loss(model, (x, y)).item()
+    """One arm of the latent-cache finding on associative recall, trained as the recall
+    runs are (a run of a judged arm that ends above the line is trained again from a new
+    initialisation, up to RESTARTS times; the narrow latent, expected to fail, is not)."""
+    lc = SETTINGS["latent_cache"]
+    cfg = latent_config(kind)
+    stuck_above = stuck_loss(cfg)
+    runs = []  # (final loss, model, history)
+    for restarts in range(RESTARTS + 1 if kind != "MLA-narrow" else 1):
+        torch.manual_seed(seed + 1000 * restarts)
+        model = RecallModel(cfg, RECALL_PARTS)
+        history = train_recall(
+            model,
+            lc["num_pairs"],
+            max_steps=lc["steps"],
+            batch_size=lc["batch_size"],
+            lr=lc["lr"],
+            seed=seed,
+            stop_below=lc["converged_below"],
+        )
+        runs.append((statistics.mean(history.losses[-50:]), model, history))
+        if runs[-1][0] <= stuck_above:
+            break
+    _, model, history = min(runs, key=lambda run: run[0])
+    model.eval()
+    n = lc["num_pairs"]
+    x, y = associative_recall(lc["eval_sequences"], n, n, torch.Generator().manual_seed(54321))
     return {
         "attention": kind,
         "seed": seed,
-        "held_out_loss": loss,
-        "accuracy": next_token_accuracy(model, x, y),
-        "cache_numbers_per_token_per_layer": numbers,
-        "cache_bytes_per_token": numbers * cfg.num_layers * 4,
+        "accuracy": recall_accuracy(model, x, y),
+        "cache_numbers_per_token_per_layer": cfg.cache_numbers(),
+        "cache_bytes_per_token": cfg.cache_numbers() * cfg.num_layers * 4,
         "parameters": parameter_count(model),
         "steps": len(history.steps),
         "seconds": round(history.seconds, 1),
         "final_training_loss": history.losses[-1],
+        "restarts": len(runs) - 1,
     }
+
+
+def latent_on_one_thread(kind: str, seed: int) -> dict:
+    torch.set_num_threads(1)
+    return latent_run(kind, seed)
+
+
+def latent_not_learned_above() -> float:
+    return stuck_loss(latent_config("MHA"))
 
 
 # ------------------------------------------------------------------ 3 and 4: one attention
@@ -590,11 +632,16 @@ def run(only, seeds=None, jobs: int = 1) -> dict:
             rows, key=lambda r: (r["seed"], r["num_pairs"], mixers.index(r["mixer"]))
         )
     if "latent_cache" in only:
-        results["latent_cache"] = [
-            latent_run(k, seed)
-            for seed in seeds_for("latent_cache", seeds)
-            for k in ("MHA", "GQA", "MQA", "MLA")
-        ]
+        kinds = tuple(SETTINGS["latent_cache"]["arms"])
+        tasks = [(k, seed) for seed in seeds_for("latent_cache", seeds) for k in kinds]
+        if jobs > 1:
+            with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+                rows = pool.starmap(latent_on_one_thread, tasks, chunksize=1)
+        else:
+            rows = [latent_on_one_thread(*task) for task in tasks]
+        results["latent_cache"] = sorted(
+            rows, key=lambda r: (r["seed"], kinds.index(r["attention"]))
+        )
     if "stretching" in only:
         results["stretching"] = [
             row for seed in seeds_for("stretching", seeds) for row in stretching_runs(seed)
@@ -613,7 +660,9 @@ def verdicts(results: dict) -> dict[str, findings.Verdict]:
     """Each finding run, judged by the function the book's page uses to say "held"."""
     judge = {
         "recall": functools.partial(findings.recall, not_learned_above=recall_not_learned_above()),
-        "latent_cache": findings.latent_cache,
+        "latent_cache": functools.partial(
+            findings.latent_cache, not_learned_above=latent_not_learned_above()
+        ),
         "stretching": findings.stretching,
         "sinks": findings.sinks,
     }
@@ -642,15 +691,15 @@ def summary_md(data: dict) -> str:
         ]
         lines += ["## Multi-query associative recall", "", markdown_table(head, rows), ""]
     if "latent_cache" in r:
-        head = ["attention", "seed", "held-out loss", "accuracy"]
+        head = ["attention", "seed", "accuracy", "steps", "final training loss"]
         head += ["cache numbers/token/layer", "parameters"]
         rows = [
-            [row["attention"], row["seed"], f"{row['held_out_loss']:.4f}"]
-            + [f"{row['accuracy']:.4f}", row["cache_numbers_per_token_per_layer"]]
-            + [row.get("parameters", "")]
+            [row["attention"], row["seed"], f"{row['accuracy']:.3f}", row["steps"]]
+            + [f"{row['final_training_loss']:.3f}", row["cache_numbers_per_token_per_layer"]]
+            + [row["parameters"]]
             for row in r["latent_cache"]
         ]
-        lines += ["## Latent attention's cache (counting task)", ""]
+        lines += ["## Latent attention's cache (multi-query associative recall)", ""]
         lines += [markdown_table(head, rows), ""]
     if "stretching" in r:
         head = ["method", "factor", "seed", "loss", "accuracy", "loss beyond", "accuracy beyond"]

@@ -104,25 +104,58 @@ def test_a_recall_run_that_never_leaves_the_plateau_is_trained_again(monkeypatch
         assert row["final_training_loss"] == kept
 
 
-def latent_rows(mla_gap=0.02, mla_cache=40, seeds=SEEDS):
+LATENT_SEEDS = tuple(range(8))
+
+
+def latent_rows(mla=0.99, narrow=0.3, seeds=LATENT_SEEDS, mla_cache=32):
     rows = []
     for seed in seeds:
-        base = 0.16 + 0.002 * seed
-        for kind, gap, cache in (("MHA", 0, 128), ("GQA", 0.01, 64), ("MQA", 0.03, 32),
-                                 ("MLA", mla_gap, mla_cache)):  # fmt: skip
+        wobble = 0.005 * (seed % 3)
+        for kind, acc, cache in (("MHA", 0.99, 64), ("GQA", 0.99, 32), ("MQA", 0.985, 16),
+                                 ("MLA", mla, mla_cache), ("MLA-narrow", narrow, 4)):  # fmt: skip
             rows.append(
-                {"attention": kind, "seed": seed, "held_out_loss": base * (1 + gap),
-                 "accuracy": 0.95, "cache_numbers_per_token_per_layer": cache}
+                {"attention": kind, "seed": seed, "accuracy": acc - wobble if kind != "MHA" else acc,
+                 "cache_numbers_per_token_per_layer": cache, "parameters": 25400, "steps": 500,
+                 "final_training_loss": 0.02 if kind != "MLA-narrow" else 2.5}
             )  # fmt: skip
     return rows
 
 
-def test_latent_cache_needs_a_smaller_cache_and_a_close_loss():
-    held = findings.latent_cache(latent_rows())
-    assert held.held and held.facts["mean_gap"]["MLA"] == pytest.approx(0.02)
-    assert not findings.latent_cache(latent_rows(mla_gap=0.2)).held
-    assert not findings.latent_cache(latent_rows(mla_cache=64)).held
+def test_latent_cache_needs_the_control_to_fail_and_mla_to_keep_mhas_recall():
+    held = findings.latent_cache(latent_rows(), not_learned_above=1.04)
+    assert (
+        held.held
+        and held.facts["control_failed"]
+        and held.facts["judged_seeds"] == list(LATENT_SEEDS)
+    )
+    mean, half = held.facts["interval"]["MLA"]
+    assert mean == pytest.approx(-0.005, abs=1e-3) and 0 < half < 0.01
+    assert not findings.latent_cache(latent_rows(mla=0.95)).held  # MLA behind MHA
+    assert not findings.latent_cache(latent_rows(narrow=0.9)).held  # the control did not fail
+    assert not findings.latent_cache(latent_rows(mla_cache=48)).held  # cache not GQA's
+    assert not findings.latent_cache(latent_rows(seeds=range(5))).held  # too few seeds
     assert not findings.latent_cache([]).held
+    # a judged arm that did not learn is missing data; its seed is not judged
+    rows = latent_rows()
+    rows[3]["final_training_loss"] = 3.0  # MLA on seed 0
+    missing = findings.latent_cache(rows, not_learned_above=1.04)
+    assert missing.facts["judged_seeds"] == list(LATENT_SEEDS[1:]) and not missing.facts["judged"]
+    assert missing.facts["not_learned"] == [
+        {"attention": "MLA", "seed": 0, "final_training_loss": 3.0}
+    ]
+
+
+def test_the_latent_arms_are_matched_in_parameters_and_mla_in_cache():
+    from attention_course.recall_model import RecallModel
+    from attention_course.training import parameter_count
+
+    counts = {
+        kind: parameter_count(RecallModel(since_2023.latent_config(kind), since_2023.RECALL_PARTS))
+        for kind in since_2023.SETTINGS["latent_cache"]["arms"]
+    }
+    assert all(abs(n / counts["MHA"] - 1) < 0.005 for n in counts.values()), counts
+    caches = {k: since_2023.latent_config(k).cache_numbers() for k in counts}
+    assert caches["MLA"] == caches["GQA"] < caches["MHA"] and caches["MLA-narrow"] < caches["MQA"]
 
 
 def stretching_rows(pi=0.3, yarn=0.25, none=0.1, seeds=SEEDS):
@@ -205,7 +238,7 @@ def test_the_stretchable_attention_is_chapter_08s_with_the_default_frequencies()
         ("recall", recall_rows(), 0),
         ("recall", recall_rows(delta=0.95), 1),
         ("latent_cache", latent_rows(), 0),
-        ("latent_cache", latent_rows(mla_gap=0.3), 1),
+        ("latent_cache", latent_rows(mla=0.9), 1),
         ("stretching", stretching_rows(), 0),
         ("stretching", stretching_rows(pi=0.05), 0),  # reported, not judged
         ("sinks", sink_rows(share=0.02), 0 if "sinks" not in since_2023.TARGETS else 1),
